@@ -1,0 +1,3 @@
+from nexus.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""sfcrm: the Salesforce-dialect App (package + AppService)."""

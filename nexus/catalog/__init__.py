@@ -1,0 +1,1 @@
+"""Catalog: App packages, release digests, the publication state machine, snapshots."""

@@ -1,0 +1,354 @@
+"""The composition root: `nexus serve`, `nexus up`, `nexus migrate`.
+
+Only this module composes roles. Usage errors and invalid settings print exactly one line,
+`nexus: error: ...`, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import httpx
+
+from nexus import __version__
+from nexus.contracts.roles import KNOWN_APPS, ROLE_SERVICE, LogicalService, Role, upstream_name
+from nexus.platform.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from nexus.platform.supervisor import Supervisor
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+READY_POLL_SECONDS = 0.25
+
+
+class CliError(Exception):
+    """A one-line, user-facing error; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CliError(message)
+
+
+# ---------------------------------------------------------------------------- composition
+
+
+def build_app(settings: Settings, role: Role, app_name: str | None = None) -> object:
+    """The ASGI app of one role. Imports stay local: a process loads only its own role."""
+    if role is Role.GATEWAY:
+        from nexus.gateway.app import create_app as gateway_app
+
+        return gateway_app(settings)
+    if role is Role.RUNTIME_API:
+        from nexus.runtime.app import create_api_app
+
+        return create_api_app(settings)
+    if role is Role.RUNTIME_WORKER:
+        from nexus.runtime.app import create_worker_app
+
+        return create_worker_app(settings)
+    if role is Role.CATALOG:
+        from nexus.catalog.app import create_app as catalog_app
+
+        return catalog_app(settings)
+    if role is Role.INTEGRATION:
+        from nexus.integration.app import create_app as integration_app
+
+        return integration_app(settings)
+    if app_name == "sfcrm":
+        from nexus.apps.sfcrm.app import create_app as sfcrm_app
+
+        return sfcrm_app(settings)
+    raise CliError(f"unknown app {app_name!r} (known: {', '.join(KNOWN_APPS)})")
+
+
+# ---------------------------------------------------------------------------- serve
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket ourselves, so an occupied port is one clear error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"port {port} on {host} is already in use") from None
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EACCES):
+            raise CliError(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _role_and_app(role_value: str, app: str | None) -> tuple[Role, str | None]:
+    try:
+        role = Role(role_value)
+    except ValueError:
+        known = ", ".join(r.value for r in Role)
+        raise CliError(f"unknown role {role_value!r} (known: {known})") from None
+    if role is Role.APP:
+        app = app or KNOWN_APPS[0]
+        if app not in KNOWN_APPS:
+            raise CliError(f"unknown app {app!r} (known: {', '.join(KNOWN_APPS)})")
+        return role, app
+    if app is not None:
+        raise CliError("--app is only valid with --role=app")
+    return role, None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from nexus.platform.observability import configure_logging, get_logger
+    from nexus.platform.secrets import workload_secret
+
+    role, app_name = _role_and_app(args.role, args.app)
+    settings = load_settings()
+    configure_logging(role=role.value, level=settings.log.log_level, fmt=settings.log.log_format)
+    host = args.host or settings.core.host
+    port = args.port if args.port is not None else settings.port_for(role)
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    workload_secret(settings)  # fails fast when production lacks it; generates in development
+    sock = bind_socket(host, port)
+    app = build_app(settings, role, app_name)
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]  # an ASGI application built above
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds),
+        loop="auto",
+        http="auto",
+    )
+    server = uvicorn.Server(config)
+    get_logger("nexus.serve").info(
+        "role.starting", version=__version__, app=app_name, host=host, port=port
+    )
+    server.run(sockets=[sock])
+    if not server.started:
+        return EXIT_FAILURE
+    get_logger("nexus.serve").info("role.stopped")
+    return 0
+
+
+# ---------------------------------------------------------------------------- migrate
+
+
+async def _migrate(settings: Settings, services: Sequence[LogicalService]) -> list[str]:
+    from nexus.platform.db import create_engine
+    from nexus.platform.migrations import upgrade_to_head
+
+    lines = []
+    for service in services:
+        engine = create_engine(
+            settings.database_url(service),
+            application_name="nexus-migrate",
+            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+        )
+        try:
+            state = await upgrade_to_head(engine, service)
+        except Exception as exc:  # noqa: BLE001  (every failure becomes one clear line)
+            raise CliError(
+                f"{service.value}: migration failed ({type(exc).__name__}: {_safe(exc)})",
+                EXIT_FAILURE,
+            ) from None
+        finally:
+            await engine.dispose()
+        lines.append(f"{service.value}: {state.describe()}")
+    return lines
+
+
+def _safe(exc: Exception) -> str:
+    """The first line of a driver error; driver messages never contain the password."""
+    return str(exc).splitlines()[0][:200] if str(exc) else ""
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from nexus.platform.observability import configure_logging
+
+    settings = load_settings()
+    configure_logging(role="migrate", level="warning", fmt=settings.log.log_format)
+    services = [LogicalService(args.service)] if args.service else list(LogicalService)
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    for line in asyncio.run(_migrate(settings, services)):
+        print(line)
+    return 0
+
+
+def cmd_makemigration(args: argparse.Namespace) -> int:
+    from nexus.platform.migrations import new_revision
+
+    path = new_revision(LogicalService(args.service), args.message)
+    print(path)
+    return 0
+
+
+# ---------------------------------------------------------------------------- up
+
+#: Start order of `nexus up`; the gateway starts last and stops first.
+STACK: tuple[tuple[Role, str | None], ...] = (
+    (Role.RUNTIME_API, None),
+    (Role.RUNTIME_WORKER, None),
+    (Role.CATALOG, None),
+    (Role.INTEGRATION, None),
+    (Role.APP, "sfcrm"),
+    (Role.GATEWAY, None),
+)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from nexus.platform.observability import configure_logging, get_logger
+    from nexus.platform.secrets import ensure_local_secrets
+    from nexus.platform.supervisor import Child, Supervisor
+
+    settings = load_settings()
+    configure_logging(role="up", level=settings.log.log_level, fmt=settings.log.log_format)
+    log = get_logger("nexus.up")
+    var_dir = settings.var_dir.resolve()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    for role, _ in STACK:
+        bind_socket(settings.core.host, settings.port_for(role)).close()
+    ensure_local_secrets(var_dir)
+    services = sorted({s for s in ROLE_SERVICE.values() if s is not None})
+    for line in asyncio.run(_migrate(settings, services)):
+        log.info("migrate.done", state=line)
+
+    stop_signal: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: stop_signal.append(signum))
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop_signal.append(signum))
+    supervisor = Supervisor(
+        log_dir=var_dir / "logs", env=dict(os.environ, NEXUS_VAR_DIR=str(var_dir))
+    )
+    supervisor.start(
+        [Child(name=_child_name(role, app), argv=_serve_argv(role, app)) for role, app in STACK]
+    )
+    code = 0
+    try:
+        url = f"http://{settings.core.host}:{settings.port_for(Role.GATEWAY)}"
+        if _wait_until_ready(supervisor, url, args.ready_timeout, stop_signal, var_dir):
+            print(f"Nexus is ready at {url}  (Ctrl-C to stop)", flush=True)
+        while not stop_signal:
+            dead = supervisor.first_exited()
+            if dead is not None:
+                raise CliError(f"role {dead.name} exited unexpectedly; stopping", EXIT_FAILURE)
+            time.sleep(READY_POLL_SECONDS)
+    except CliError as exc:
+        print(f"nexus: error: {exc}", file=sys.stderr, flush=True)
+        code = exc.code
+    finally:
+        supervisor.stop(
+            grace_seconds=settings.core.shutdown_grace_seconds + 5,
+            order=lambda child: 0 if child.name == Role.GATEWAY.value else 1,
+        )
+        log.info("stack.stopped")
+    return code
+
+
+def _child_name(role: Role, app: str | None) -> str:
+    return upstream_name(role, app).replace(":", "-")
+
+
+def _serve_argv(role: Role, app: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "nexus", "serve", f"--role={role.value}"]
+    return [*argv, f"--app={app}"] if app else argv
+
+
+def _wait_until_ready(
+    supervisor: Supervisor, url: str, timeout: float, stop_signal: list[int], var_dir: Path
+) -> bool:
+    """Poll the gateway's /readyz until 200; False when a stop signal came first."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while not stop_signal:
+            dead = supervisor.first_exited()
+            if dead is not None:
+                raise CliError(f"role {dead.name} exited during start-up", EXIT_FAILURE)
+            if time.monotonic() > deadline:
+                raise CliError(
+                    f"the stack was not ready within {timeout:g}s (see {var_dir / 'logs'})",
+                    EXIT_FAILURE,
+                )
+            try:
+                if client.get(f"{url}/readyz").status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(READY_POLL_SECONDS)
+    return False
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nexus", description="Nexus CRM platform")
+    parser.add_argument("--version", action="version", version=f"nexus {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    serve = sub.add_parser("serve", help="run exactly one role in this process")
+    serve.add_argument("--role", required=True, help=", ".join(r.value for r in Role))
+    serve.add_argument("--app", help="the App of --role=app (default: sfcrm)")
+    serve.add_argument("--host", help="listen address (default: NEXUS_HOST)")
+    serve.add_argument("--port", type=_port, help="listen port (default: from NEXUS_PORT_BASE)")
+    serve.set_defaults(handler=cmd_serve)
+
+    up = sub.add_parser("up", help="run the whole local stack, one process per role")
+    up.add_argument("--ready-timeout", type=float, default=60.0, help="seconds (default 60)")
+    up.set_defaults(handler=cmd_up)
+
+    migrate = sub.add_parser("migrate", help="apply database migrations")
+    migrate.add_argument("--service", choices=[s.value for s in LogicalService])
+    migrate.set_defaults(handler=cmd_migrate)
+
+    make = sub.add_parser("makemigration", help="create an empty revision (developers)")
+    make.add_argument("--service", required=True, choices=[s.value for s in LogicalService])
+    make.add_argument("-m", "--message", required=True)
+    make.set_defaults(handler=cmd_makemigration)
+    return parser
+
+
+def _port(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {raw!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range 1-65535")
+    return port
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = make_parser().parse_args(argv)
+        return int(args.handler(args))
+    except (CliError, SettingsError) as exc:
+        code = exc.code if isinstance(exc, CliError) else EXIT_USAGE
+        print(f"nexus: error: {exc}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Neutral wire models shared by roles. Pydantic only; imports nothing else of nexus."""

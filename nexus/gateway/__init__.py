@@ -1,0 +1,1 @@
+"""Gateway: static route table, streaming proxy, admission. No App semantics."""

@@ -1,0 +1,89 @@
+"""The gateway role: static route table, streaming proxy, admission, aggregate readiness."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI, Request, Response
+
+from nexus.contracts.errors import NotFound
+from nexus.contracts.ops import CheckResult
+from nexus.contracts.roles import Role
+from nexus.gateway.proxy import forward
+from nexus.gateway.route_table import RouteTable, load_route_table
+from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app
+from nexus.platform.settings import Settings
+
+CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
+PROXY_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> FastAPI:
+    table = route_table or load_route_table()
+    upstream_urls = {name: settings.upstream_url(name) for name in table.upstreams}
+    gw = settings.gateway
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                gw.gateway_upstream_timeout_seconds, connect=gw.gateway_connect_timeout_seconds
+            ),
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+            follow_redirects=False,
+            trust_env=False,
+        )
+        try:
+            yield
+        finally:
+            await app.state.client.aclose()
+
+    def upstream_ready(name: str) -> ReadinessCheck:
+        async def check() -> CheckResult:
+            result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
+            client: httpx.AsyncClient | None = getattr(app.state, "client", None)
+            if client is None:
+                return result
+            try:
+                reply = await client.get(
+                    f"{upstream_urls[name]}/readyz", timeout=gw.gateway_readiness_timeout_seconds
+                )
+            except httpx.TimeoutException:
+                return result.model_copy(update={"detail": "timeout"})
+            except httpx.HTTPError as exc:
+                return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
+            ok = reply.status_code == 200
+            return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
+
+        return check
+
+    info = OpsInfo(
+        role=Role.GATEWAY.value,
+        capabilities=CAPABILITIES,
+        route_table_version=table.version,
+        readiness_checks=[upstream_ready(name) for name in table.upstreams],
+    )
+    app = create_role_app(info, lifespan=lifespan)
+
+    @app.api_route("/{path:path}", methods=PROXY_METHODS, include_in_schema=False)
+    async def proxy(request: Request) -> Response:
+        route = table.match(request.url.path)
+        allowed = route is not None and (
+            (route.methods is None or request.method in route.methods)
+            and (route.only is None or route.upstream_path(request.url.path) in route.only)
+        )
+        if route is None or not allowed:
+            raise NotFound(f"no route for {request.method} {request.url.path}")
+        request.scope["nexus.route_label"] = f"proxy:{route.upstream}"
+        return await forward(
+            request,
+            client=app.state.client,
+            route=route,
+            base_url=upstream_urls[route.upstream],
+            body_limit=gw.gateway_body_limit_bytes,
+            request_id=request.state.request_id,
+        )
+
+    return app

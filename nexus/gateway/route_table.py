@@ -1,0 +1,108 @@
+"""The static, versioned route table: path prefix -> upstream role (`routes.toml`)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from nexus.contracts.roles import KNOWN_APPS, Role, upstream_name
+
+KNOWN_UPSTREAMS = frozenset(
+    [upstream_name(r) for r in Role if r not in (Role.GATEWAY, Role.APP)]
+    + [upstream_name(Role.APP, app) for app in KNOWN_APPS]
+)
+
+
+class RouteTableError(Exception):
+    """The route table file is invalid; the message names the offending entry."""
+
+
+class Route(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix: str
+    upstream: str
+    strip_prefix: bool = False
+    only: tuple[str, ...] | None = None
+    methods: tuple[str, ...] | None = None
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value.startswith("/") or (value != "/" and value.endswith("/")):
+            raise ValueError("must start with '/' and not end with '/'")
+        return value
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream(cls, value: str) -> str:
+        if value not in KNOWN_UPSTREAMS:
+            raise ValueError(f"unknown upstream (known: {', '.join(sorted(KNOWN_UPSTREAMS))})")
+        return value
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return tuple(m.upper() for m in value) if value is not None else None
+
+    def matches(self, path: str) -> bool:
+        return self.prefix in ("/", path) or path.startswith(self.prefix + "/")
+
+    def upstream_path(self, path: str) -> str:
+        if not self.strip_prefix:
+            return path
+        rest = path[len(self.prefix) :]
+        return rest or "/"
+
+
+class _TableFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(min_length=1)
+    route: list[Route]
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    version: str
+    routes: tuple[Route, ...]  # longest prefix first
+
+    def match(self, path: str) -> Route | None:
+        for route in self.routes:
+            if route.matches(path):
+                return route
+        return None
+
+    @property
+    def upstreams(self) -> list[str]:
+        return sorted({r.upstream for r in self.routes})
+
+
+def parse_route_table(text: str, *, source: str = "routes.toml") -> RouteTable:
+    try:
+        parsed = _TableFile.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise RouteTableError(f"{source}: not valid TOML ({exc})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RouteTableError(f"{source}: {where}: {first['msg']}") from None
+    seen: set[str] = set()
+    for route in parsed.route:
+        if route.prefix in seen:
+            raise RouteTableError(f"{source}: duplicate prefix {route.prefix!r}")
+        seen.add(route.prefix)
+    ordered = tuple(sorted(parsed.route, key=lambda r: len(r.prefix), reverse=True))
+    return RouteTable(version=parsed.version, routes=ordered)
+
+
+def load_route_table(path: Path | None = None) -> RouteTable:
+    """The route table shipped with this build (or an explicit file)."""
+    if path is not None:
+        return parse_route_table(path.read_text(encoding="utf-8"), source=str(path))
+    text = resources.files("nexus.gateway").joinpath("routes.toml").read_text(encoding="utf-8")
+    return parse_route_table(text)

@@ -1,0 +1,1 @@
+"""Identity: users, sessions, tokens, OAuth2 server, delegation, SecurityEpoch (in Runtime)."""

@@ -1,0 +1,1 @@
+"""Integration: webhook ingress, signatures, receipts, events, work items, executor."""

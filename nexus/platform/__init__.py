@@ -1,0 +1,1 @@
+"""Shared mechanisms with no domain: settings, databases, migrations, HTTP, observability."""

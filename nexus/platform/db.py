@@ -1,0 +1,155 @@
+"""Async engines, units of work and the database clock, for SQLite and MySQL/MariaDB/TiDB.
+
+Only portable SQL is allowed here and in every repository: no `SKIP LOCKED`, no advisory
+locks, no triggers, no stored procedures (TiDB honours none of them the same way). Claims are
+compare-and-set updates; time for leases and expiry is read from the database (`db_now_ms`).
+
+SQLite write transactions start with `BEGIN IMMEDIATE`, so a writer takes the write lock up
+front and waits `busy_timeout` for it instead of failing to upgrade a read lock halfway
+through a transaction. Read-only units of work use a plain deferred `BEGIN`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.types import BigInteger
+
+from nexus.platform.settings import parse_database_url
+
+_READONLY_OPTION = "nexus_readonly"
+
+
+class db_now_ms(FunctionElement[int]):
+    """The database clock as integer epoch milliseconds, computed inside the statement."""
+
+    type = BigInteger()
+    inherit_cache = True
+    name = "db_now_ms"
+
+
+@compiles(db_now_ms, "sqlite")
+def _db_now_sqlite(element: db_now_ms, compiler: Any, **kw: Any) -> str:
+    # 'now' is stable within one sqlite3_step, so both halves read the same instant.
+    return (
+        "(CAST(strftime('%s','now') AS INTEGER) * 1000"
+        " + CAST(substr(strftime('%f','now'), 4) AS INTEGER))"
+    )
+
+
+@compiles(db_now_ms, "mysql")
+def _db_now_mysql(element: db_now_ms, compiler: Any, **kw: Any) -> str:
+    # Sessions run with time_zone '+00:00' (see create_engine), so NOW(3) is UTC.
+    return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+
+
+def create_engine(
+    url: str,
+    *,
+    application_name: str,
+    pool_size: int = 10,
+    connect_timeout_seconds: float = 5.0,
+    sqlite_busy_timeout_ms: int = 5000,
+) -> AsyncEngine:
+    """An engine for one logical service, labelled with the process's role."""
+    parsed = parse_database_url(url)
+    if parsed.drivername.startswith("sqlite"):
+        return _sqlite_engine(url, parsed.database or "", sqlite_busy_timeout_ms)
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        isolation_level="READ COMMITTED",
+        connect_args={
+            "program_name": application_name[:32],
+            "init_command": "SET time_zone = '+00:00'",
+            "connect_timeout": max(1, round(connect_timeout_seconds)),
+            "charset": "utf8mb4",
+        },
+    )
+
+
+def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine:
+    if database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the driver; `_on_begin` issues BEGIN itself.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        readonly = conn.get_execution_options().get(_READONLY_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+@asynccontextmanager
+async def unit_of_work(
+    sessions: async_sessionmaker[AsyncSession], *, readonly: bool = False
+) -> AsyncIterator[AsyncSession]:
+    """One transaction for one use case: commits when the block ends, rolls back on error.
+
+    Only edges (a request dependency, a worker's per-job block) open units of work; services
+    and repositories flush, never commit.
+    """
+    async with sessions() as session:
+        await session.connection(execution_options={_READONLY_OPTION: readonly})
+        try:
+            yield session
+            if readonly:
+                await session.rollback()
+            else:
+                await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+async def read_db_now_ms(session: AsyncSession) -> int:
+    """The database clock in epoch milliseconds."""
+    return int((await session.execute(db_now_ms().select())).scalar_one())
+
+
+async def db_now(session: AsyncSession) -> datetime:
+    """The database clock as an aware UTC datetime."""
+    return datetime.fromtimestamp(await read_db_now_ms(session) / 1000, tz=UTC)
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """Raise if the database cannot answer a trivial query."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+
+
+def describe_backend(engine: AsyncEngine) -> str:
+    """A log-safe name for the backend (never the URL: it may carry credentials)."""
+    return f"{engine.dialect.name}+{engine.dialect.driver}"

@@ -1,0 +1,106 @@
+"""Alembic, one version history per logical service, driven from inside the process.
+
+Layout: `migrations/env.py` and `migrations/script.py.mako` are shared;
+`migrations/<service>/versions/` holds that service's history; each service's database
+records its position in `alembic_version_<service>`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.roles import LogicalService
+
+
+def migrations_dir() -> Path:
+    """`NEXUS_MIGRATIONS_DIR`, else the source tree's `migrations/`, else `./migrations`."""
+    configured = os.environ.get("NEXUS_MIGRATIONS_DIR")
+    candidates = [Path(configured)] if configured else []
+    candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
+    for candidate in candidates:
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError(
+        "migrations directory not found (set NEXUS_MIGRATIONS_DIR to the repo's migrations/)"
+    )
+
+
+def version_table(service: LogicalService) -> str:
+    return f"alembic_version_{service.value}"
+
+
+def alembic_config(service: LogicalService) -> Config:
+    root = migrations_dir()
+    config = Config()
+    config.set_main_option("script_location", str(root))
+    config.set_main_option("version_locations", str(root / service.value / "versions"))
+    config.set_main_option("path_separator", "os")
+    config.attributes["version_table"] = version_table(service)
+    return config
+
+
+@lru_cache(maxsize=8)
+def head_revisions(service: LogicalService) -> frozenset[str]:
+    """The heads of the service's history as shipped with this build (read once)."""
+    return frozenset(ScriptDirectory.from_config(alembic_config(service)).get_heads())
+
+
+@dataclass(frozen=True)
+class MigrationState:
+    current: frozenset[str]
+    heads: frozenset[str]
+
+    @property
+    def at_head(self) -> bool:
+        return self.current == self.heads
+
+    def describe(self) -> str:
+        current = ",".join(sorted(self.current)) or "none"
+        return f"at {current}, head {','.join(sorted(self.heads))}"
+
+
+async def migration_state(engine: AsyncEngine, service: LogicalService) -> MigrationState:
+    def _current(conn: Connection) -> frozenset[str]:
+        ctx = MigrationContext.configure(conn, opts={"version_table": version_table(service)})
+        return frozenset(ctx.get_current_heads())
+
+    async with engine.connect() as conn:
+        current = await conn.run_sync(_current)
+    return MigrationState(current=current, heads=head_revisions(service))
+
+
+async def upgrade_to_head(engine: AsyncEngine, service: LogicalService) -> MigrationState:
+    """Apply every pending revision of the service's history; idempotent."""
+    config = alembic_config(service)
+
+    def _upgrade(conn: Connection) -> None:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+
+    async with engine.begin() as conn:
+        await conn.run_sync(_upgrade)
+    return await migration_state(engine, service)
+
+
+def new_revision(service: LogicalService, message: str) -> Path:
+    """Create an empty revision file in the service's history (for developers)."""
+    config = alembic_config(service)
+    config.attributes["connection"] = None
+    heads = head_revisions(service)
+    head_number = max((int(h.rsplit("_", 1)[-1]) for h in heads), default=0)
+    rev_id = f"{service.value}_{head_number + 1:04d}"
+    script = command.revision(config, message=message, rev_id=rev_id)
+    head_revisions.cache_clear()
+    if script is None or isinstance(script, list):
+        raise RuntimeError("alembic did not create exactly one revision")
+    return Path(script.path)

@@ -1,0 +1,78 @@
+"""The skeleton of a role that owns a logical database: engine lifecycle and readiness."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from nexus.contracts.ops import CheckResult
+from nexus.contracts.roles import LogicalService, Role
+from nexus.platform.db import create_engine, describe_backend, ping, session_factory
+from nexus.platform.http import OpsInfo, create_role_app
+from nexus.platform.migrations import migration_state
+from nexus.platform.settings import Settings
+
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+class ServiceState:
+    """What a database-owning role holds for its lifetime (in `app.state.service`)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.sessions: async_sessionmaker[AsyncSession] = session_factory(engine)
+
+
+def create_service_app(
+    *,
+    settings: Settings,
+    role: Role,
+    service: LogicalService,
+    capabilities: Sequence[str],
+) -> FastAPI:
+    """A role app whose /readyz requires its database reachable and its migrations at head."""
+
+    holder: dict[str, ServiceState] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = create_engine(
+            settings.database_url(service),
+            application_name=f"nexus-{role.value}",
+            pool_size=settings.db.db_pool_size,
+            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        )
+        app.state.service = holder["state"] = ServiceState(engine)
+        try:
+            yield
+        finally:
+            holder.clear()
+            await engine.dispose()
+
+    async def database_ready() -> CheckResult:
+        state = holder.get("state")
+        name = f"database:{service.value}"
+        if state is None:
+            return CheckResult(name=name, ok=False, detail="starting")
+        try:
+            async with asyncio.timeout(READINESS_TIMEOUT_SECONDS):
+                await ping(state.engine)
+                migrations = await migration_state(state.engine, service)
+        except TimeoutError:
+            return CheckResult(name=name, ok=False, detail="database did not answer in time")
+        except Exception as exc:  # noqa: BLE001  (any driver failure means not ready)
+            return CheckResult(name=name, ok=False, detail=f"unreachable ({type(exc).__name__})")
+        backend = describe_backend(state.engine)
+        if not migrations.at_head:
+            return CheckResult(
+                name=name, ok=False, detail=f"{backend}: schema behind, {migrations.describe()}"
+            )
+        return CheckResult(name=name, ok=True, detail=f"{backend}: {migrations.describe()}")
+
+    info = OpsInfo(role=role.value, capabilities=capabilities, readiness_checks=[database_ready])
+    return create_role_app(info, lifespan=lifespan)

@@ -1,0 +1,228 @@
+"""Settings from `NEXUS_*` environment variables, one pydantic-settings model per concern.
+
+`load_settings()` is the only constructor callers use: it builds every model, derives the
+defaults that depend on one another (SQLite files under the var dir, loopback upstream URLs
+from the port base) and turns a validation failure into `SettingsError`, whose message is a
+single line naming the offending variable and never echoing a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from nexus.contracts.roles import ROLE_PORT_OFFSET, LogicalService, Role
+
+ENV_PREFIX = "NEXUS_"
+SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql")
+MAX_PORT = 65535
+
+
+class SettingsError(Exception):
+    """A setting is invalid. The message is one line that names the variable."""
+
+
+def _config() -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False)
+
+
+class CoreSettings(BaseSettings):
+    model_config = _config()
+
+    env: Literal["development", "production"] = "development"
+    var_dir: Path = Path("./var")
+    host: str = "127.0.0.1"
+    port_base: Annotated[int, Field(ge=1, le=MAX_PORT - len(ROLE_PORT_OFFSET))] = 8000
+    public_base_url: str | None = None
+    shutdown_grace_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+
+
+class DatabaseSettings(BaseSettings):
+    """One URL per logical service; unset means a SQLite file under the var dir."""
+
+    model_config = _config()
+
+    runtime_database_url: SecretStr | None = None
+    catalog_database_url: SecretStr | None = None
+    integration_database_url: SecretStr | None = None
+    sqlite_busy_timeout_ms: Annotated[int, Field(ge=0, le=600_000)] = 5000
+    db_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
+    db_connect_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 5.0
+
+    @field_validator("runtime_database_url", "catalog_database_url", "integration_database_url")
+    @classmethod
+    def _valid_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_database_url(value.get_secret_value())
+        return value
+
+
+class LogSettings(BaseSettings):
+    model_config = _config()
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = "auto"
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+class GatewaySettings(BaseSettings):
+    model_config = _config()
+
+    gateway_body_limit_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    gateway_upstream_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+    gateway_connect_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0
+    gateway_readiness_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 2.0
+
+
+class UpstreamSettings(BaseSettings):
+    """Where the other roles listen; unset means loopback at port base + offset."""
+
+    model_config = _config()
+
+    runtime_api_url: str | None = None
+    runtime_worker_url: str | None = None
+    catalog_url: str | None = None
+    integration_url: str | None = None
+    app_sfcrm_url: str | None = None
+
+    @field_validator("*")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value else value
+
+
+class SecretSettings(BaseSettings):
+    """Secrets; when unset in development they are generated into the var dir (0600)."""
+
+    model_config = _config()
+
+    workload_secret: SecretStr | None = None
+
+    @field_validator("workload_secret")
+    @classmethod
+    def _strong(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("must be at least 32 characters")
+        return value
+
+
+SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
+    CoreSettings,
+    DatabaseSettings,
+    LogSettings,
+    GatewaySettings,
+    UpstreamSettings,
+    SecretSettings,
+)
+
+
+def env_var_names() -> set[str]:
+    """Every environment variable the settings models read."""
+    return {
+        f"{ENV_PREFIX}{name}".upper() for model in SETTINGS_MODELS for name in model.model_fields
+    }
+
+
+@dataclass(frozen=True)
+class Settings:
+    core: CoreSettings
+    db: DatabaseSettings
+    log: LogSettings
+    gateway: GatewaySettings
+    upstreams: UpstreamSettings
+    secrets: SecretSettings
+
+    @property
+    def var_dir(self) -> Path:
+        return self.core.var_dir
+
+    def port_for(self, role: Role) -> int:
+        return self.core.port_base + ROLE_PORT_OFFSET[role]
+
+    @property
+    def public_base_url(self) -> str:
+        return self.core.public_base_url or f"http://{self.core.host}:{self.core.port_base}"
+
+    def database_url(self, service: LogicalService) -> str:
+        """The service's SQLAlchemy URL. Contains credentials: never log it."""
+        configured: SecretStr | None = getattr(self.db, f"{service.value}_database_url")
+        if configured is not None:
+            return configured.get_secret_value()
+        path = (self.core.var_dir / f"{service.value}.sqlite3").resolve()
+        return f"sqlite+aiosqlite:///{path}"
+
+    def upstream_url(self, name: str) -> str:
+        """Base URL of an upstream by its route-table name (`runtime-api`, `app:sfcrm`)."""
+        field = name.replace(":", "_").replace("-", "_") + "_url"
+        if field not in UpstreamSettings.model_fields:
+            raise KeyError(f"unknown upstream {name!r}")
+        configured: str | None = getattr(self.upstreams, field)
+        if configured:
+            return configured
+        role = Role.APP if name.startswith("app:") else Role(name)
+        host = "127.0.0.1" if self.core.host in ("0.0.0.0", "::") else self.core.host
+        return f"http://{host}:{self.port_for(role)}"
+
+
+def parse_database_url(raw: str) -> URL:
+    """Parse and check a database URL; errors never echo the URL (it may hold a password)."""
+    try:
+        url = make_url(raw)
+    except (ArgumentError, ValueError):
+        raise ValueError(
+            "malformed database URL (expected sqlite+aiosqlite:///PATH or "
+            "mysql+aiomysql://USER:PASSWORD@HOST:PORT/DATABASE)"
+        ) from None
+    if url.drivername not in SUPPORTED_DRIVERS:
+        raise ValueError(
+            f"unsupported database driver {url.drivername!r} "
+            f"(supported: {', '.join(SUPPORTED_DRIVERS)})"
+        )
+    if url.drivername.startswith("sqlite") and not url.database:
+        raise ValueError("a SQLite URL needs a file path")
+    if url.drivername.startswith("mysql") and not (url.host and url.database):
+        raise ValueError("a MySQL URL needs a host and a database name")
+    return url
+
+
+def _describe(error: ValidationError, model: type[BaseSettings]) -> str:
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    name = f"{ENV_PREFIX}{field}".upper() if field in model.model_fields else ENV_PREFIX + "*"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{name}: {message}"
+
+
+M = TypeVar("M", bound=BaseSettings)
+
+
+def _build(model: type[M], overrides: dict[str, Any]) -> M:
+    kwargs = {k: v for k, v in overrides.items() if k in model.model_fields}
+    try:
+        return model(**kwargs)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, model)) from None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build every settings model from the environment (plus explicit overrides, for tests)."""
+    return Settings(
+        core=_build(CoreSettings, overrides),
+        db=_build(DatabaseSettings, overrides),
+        log=_build(LogSettings, overrides),
+        gateway=_build(GatewaySettings, overrides),
+        upstreams=_build(UpstreamSettings, overrides),
+        secrets=_build(SecretSettings, overrides),
+    )

@@ -1,0 +1,1 @@
+"""Runtime (L0): metadata, schema owner, records, permissions, query, formulas, flows."""

@@ -1,0 +1,31 @@
+"""Runtime roles: `runtime-api` (the L0 engine's HTTP API) and `runtime-worker`."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from nexus.contracts.roles import LogicalService, Role
+from nexus.platform.service_app import create_service_app
+from nexus.platform.settings import Settings
+
+API_CAPABILITIES = ("ops.v1",)
+WORKER_CAPABILITIES = ("ops.v1",)
+
+
+def create_api_app(settings: Settings) -> FastAPI:
+    return create_service_app(
+        settings=settings,
+        role=Role.RUNTIME_API,
+        service=LogicalService.RUNTIME,
+        capabilities=API_CAPABILITIES,
+    )
+
+
+def create_worker_app(settings: Settings) -> FastAPI:
+    """The worker serves health and metrics on its own port; its work loops join here."""
+    return create_service_app(
+        settings=settings,
+        role=Role.RUNTIME_WORKER,
+        service=LogicalService.RUNTIME,
+        capabilities=WORKER_CAPABILITIES,
+    )
