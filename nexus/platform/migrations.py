@@ -7,7 +7,6 @@ records its position in `alembic_version_<service>`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,12 +19,13 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
+from nexus.platform.settings import CoreSettings
 
 
 def migrations_dir() -> Path:
     """`NEXUS_MIGRATIONS_DIR`, else the source tree's `migrations/`, else `./migrations`."""
-    configured = os.environ.get("NEXUS_MIGRATIONS_DIR")
-    candidates = [Path(configured)] if configured else []
+    configured = CoreSettings().migrations_dir
+    candidates = [configured] if configured else []
     candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
     for candidate in candidates:
         if (candidate / "env.py").is_file():

@@ -41,6 +41,7 @@ class CoreSettings(BaseSettings):
     port_base: Annotated[int, Field(ge=1, le=MAX_PORT - len(ROLE_PORT_OFFSET))] = 8000
     public_base_url: str | None = None
     shutdown_grace_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    migrations_dir: Path | None = None
 
 
 class DatabaseSettings(BaseSettings):

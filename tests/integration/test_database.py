@@ -1,0 +1,127 @@
+"""The database platform on both backends: migrations, the database clock, units of work."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.roles import LogicalService
+from nexus.platform.db import (
+    create_engine,
+    db_now,
+    read_db_now_ms,
+    session_factory,
+    unit_of_work,
+)
+from nexus.platform.migrations import head_revisions, migration_state, upgrade_to_head
+from tests.conftest import Backend
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture
+async def engine(backend: Backend) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(backend.url(LogicalService.CATALOG), application_name="nexus-test")
+    yield engine
+    await engine.dispose()
+
+
+async def test_every_service_history_migrates_from_empty_to_head(backend: Backend) -> None:
+    for service in LogicalService:
+        engine = create_engine(backend.url(service), application_name="nexus-test")
+        try:
+            before = await migration_state(engine, service)
+            assert not before.at_head
+            after = await upgrade_to_head(engine, service)
+            assert after.at_head
+            assert after.current == head_revisions(service)
+            again = await upgrade_to_head(engine, service)  # idempotent
+            assert again.current == after.current
+        finally:
+            await engine.dispose()
+
+
+async def test_histories_are_independent_per_service(backend: Backend) -> None:
+    """Each service records its position in its own version table, so histories never mix."""
+    engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
+    try:
+        await upgrade_to_head(engine, LogicalService.RUNTIME)
+        catalog_view = await migration_state(engine, LogicalService.CATALOG)
+        assert catalog_view.current == frozenset()
+        assert not catalog_view.at_head
+    finally:
+        await engine.dispose()
+
+
+async def test_db_now_reads_the_database_clock(engine: AsyncEngine) -> None:
+    sessions = session_factory(engine)
+    async with unit_of_work(sessions, readonly=True) as session:
+        first = await read_db_now_ms(session)
+        aware = await db_now(session)
+    assert abs(first - time.time() * 1000) < 5_000
+    assert aware.tzinfo is not None
+    assert abs(aware.timestamp() * 1000 - first) < 5_000
+
+
+async def test_db_now_is_usable_inside_statements(engine: AsyncEngine) -> None:
+    """The clock compiles into SQL, so a lease comparison never uses a process clock."""
+    from nexus.platform.db import db_now_ms
+
+    sessions = session_factory(engine)
+    async with unit_of_work(sessions) as session:
+        await session.execute(text("CREATE TABLE clock_probe (id INTEGER PRIMARY KEY, at_ms BIGINT)"))
+        await session.execute(
+            text("INSERT INTO clock_probe (id, at_ms) VALUES (1, :placeholder)").bindparams(
+                placeholder=0
+            )
+        )
+        compiled = db_now_ms().compile(dialect=engine.dialect)
+        await session.execute(text(f"UPDATE clock_probe SET at_ms = {compiled} WHERE id = 1"))
+        stored = (await session.execute(text("SELECT at_ms FROM clock_probe"))).scalar_one()
+    assert abs(int(stored) - time.time() * 1000) < 5_000
+
+
+async def test_unit_of_work_commits_on_success_and_rolls_back_on_error(
+    engine: AsyncEngine,
+) -> None:
+    sessions = session_factory(engine)
+    async with unit_of_work(sessions) as session:
+        await session.execute(text("CREATE TABLE uow_probe (id INTEGER PRIMARY KEY)"))
+    async with unit_of_work(sessions) as session:
+        await session.execute(text("INSERT INTO uow_probe (id) VALUES (1)"))
+    with pytest.raises(RuntimeError, match="boom"):
+        async with unit_of_work(sessions) as session:
+            await session.execute(text("INSERT INTO uow_probe (id) VALUES (2)"))
+            raise RuntimeError("boom")
+    async with unit_of_work(sessions, readonly=True) as session:
+        ids = (await session.execute(text("SELECT id FROM uow_probe ORDER BY id"))).scalars()
+        assert list(ids) == [1]
+
+
+async def test_connection_settings_per_backend(backend: Backend, engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        if backend.name == "sqlite":
+            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+            assert (await conn.execute(text("PRAGMA foreign_keys"))).scalar() == 1
+            assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar() == 5000
+        else:
+            zone = (await conn.execute(text("SELECT @@session.time_zone"))).scalar()
+            assert zone == "+00:00"
+            rows = (await conn.execute(text("SHOW SESSION VARIABLES WHERE Variable_name IN ('tx_isolation', 'transaction_isolation')"))).all()
+            assert rows
+            assert {value for _name, value in rows} == {"READ-COMMITTED"}
+            program = (
+                await conn.execute(
+                    text(
+                        "SELECT ATTR_VALUE FROM performance_schema.session_connect_attrs "
+                        "WHERE PROCESSLIST_ID = CONNECTION_ID() AND ATTR_NAME = 'program_name'"
+                    )
+                )
+            ).scalar()
+            # performance_schema is off by default in MariaDB; when on, the role is named.
+            assert program in (None, "nexus-test")

@@ -1,0 +1,174 @@
+"""The gateway over real sockets: routing, streaming, admission, request ids, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import pytest_asyncio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from nexus.gateway.app import create_app as create_gateway_app
+from nexus.gateway.route_table import load_route_table
+from nexus.platform.settings import load_settings
+from tests.support.servers import closed_port_url, serving
+
+pytestmark = pytest.mark.asyncio
+
+BODY_LIMIT = 64 * 1024
+UPSTREAM_FIELDS = ("runtime_api_url", "runtime_worker_url", "catalog_url", "integration_url",
+                   "app_sfcrm_url")
+
+
+def fake_upstream(name: str) -> FastAPI:
+    """Stands in for a role: echoes what it received, and can be slow or not ready."""
+    app = FastAPI()
+    app.state.ready = True
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        return JSONResponse({"upstream": name}, status_code=200 if app.state.ready else 503)
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PATCH", "DELETE"])
+    async def echo(request: Request, path: str) -> StreamingResponse:
+        if path.endswith("slow"):
+            await asyncio.sleep(1.5)
+        body = await request.body()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield f"{name} {request.method} /{path}?{request.url.query}\n".encode()
+            yield f"request-id={request.headers.get('x-request-id')}\n".encode()
+            yield f"internal={request.headers.get('x-nexus-delegation')}\n".encode()
+            yield f"forwarded-for={request.headers.get('x-forwarded-for')}\n".encode()
+            yield f"bytes={len(body)}\n".encode()
+
+        return StreamingResponse(chunks(), media_type="text/plain", headers={"x-upstream": name})
+
+    return app
+
+
+@pytest_asyncio.fixture
+async def upstream_url() -> AsyncIterator[str]:
+    async with serving(fake_upstream("up")) as url:
+        yield url
+
+
+def gateway_settings(tmp_path, urls: dict[str, str], **extra: object):
+    return load_settings(
+        var_dir=tmp_path, gateway_body_limit_bytes=BODY_LIMIT, **urls, **extra
+    )
+
+
+@pytest_asyncio.fixture
+async def gateway(upstream_url: str, tmp_path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = gateway_settings(
+        tmp_path, dict.fromkeys(UPSTREAM_FIELDS, upstream_url), gateway_upstream_timeout_seconds=0.5
+    )
+    async with serving(create_gateway_app(settings)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            yield client
+
+
+async def test_routes_by_prefix_and_propagates_the_request_id(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.get("/services/data/v60.0/sobjects?x=1")
+    assert reply.status_code == 200
+    assert reply.headers["x-upstream"] == "up"
+    request_id = reply.headers["x-request-id"]
+    assert "up GET /services/data/v60.0/sobjects?x=1" in reply.text
+    assert f"request-id={request_id}" in reply.text
+
+
+async def test_keeps_a_well_formed_client_request_id(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.get("/webhooks/x", headers={"x-request-id": "client-req-0001"})
+    assert reply.headers["x-request-id"] == "client-req-0001"
+    assert "request-id=client-req-0001" in reply.text
+    bad = await gateway.get("/webhooks/x", headers={"x-request-id": "bad id\twith spaces"})
+    assert bad.headers["x-request-id"] != "bad id\twith spaces"
+
+
+async def test_clients_cannot_inject_internal_headers(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.get("/webhooks/x", headers={"x-nexus-delegation": "admin"})
+    assert "internal=None" in reply.text
+
+
+async def test_streams_a_body_below_the_limit(gateway: httpx.AsyncClient) -> None:
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(8):
+            yield b"x" * 4096
+
+    reply = await gateway.post("/webhooks/stream", content=body())
+    assert reply.status_code == 200
+    assert f"bytes={8 * 4096}" in reply.text
+
+
+async def test_413_when_declared_length_is_above_the_limit(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.post("/webhooks/big", content=b"x" * (BODY_LIMIT + 1))
+    assert reply.status_code == 413
+    assert reply.json()["code"] == "PAYLOAD_TOO_LARGE"
+    assert reply.json()["request_id"] == reply.headers["x-request-id"]
+
+
+async def test_413_when_a_chunked_body_grows_past_the_limit(gateway: httpx.AsyncClient) -> None:
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(BODY_LIMIT // 4096 + 4):
+            yield b"y" * 4096
+
+    reply = await gateway.post("/webhooks/big", content=body())
+    assert reply.status_code == 413
+    assert reply.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+
+async def test_504_when_the_upstream_is_too_slow(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.get("/webhooks/slow")
+    assert reply.status_code == 504
+    assert reply.json()["code"] == "UPSTREAM_TIMEOUT"
+
+
+async def test_unknown_paths_and_restricted_routes_are_404(gateway: httpx.AsyncClient) -> None:
+    assert (await gateway.get("/nope")).status_code == 404
+    # `/services/database` shares a string prefix with `/services/data`, not a segment.
+    assert (await gateway.get("/services/database")).status_code == 404
+    # operational routes expose only their listed sub-paths, and only for GET
+    assert (await gateway.get("/_roles/catalog/version")).status_code == 200
+    assert (await gateway.get("/_roles/catalog/internal/v1/x")).status_code == 404
+    assert (await gateway.post("/_roles/catalog/version")).status_code == 404
+
+
+async def test_502_with_a_json_body_when_the_upstream_is_down(tmp_path) -> None:
+    settings = gateway_settings(tmp_path, dict.fromkeys(UPSTREAM_FIELDS, closed_port_url()))
+    async with serving(create_gateway_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+        reply = await c.get("/services/data/v60.0/")
+    assert reply.status_code == 502
+    assert reply.json()["code"] == "UPSTREAM_UNAVAILABLE"
+    assert reply.json()["request_id"] == reply.headers["x-request-id"]
+
+
+async def test_readyz_lists_every_upstream_and_is_503_unless_all_ready(tmp_path) -> None:
+    upstreams = {field: fake_upstream(field) for field in UPSTREAM_FIELDS}
+    async with (
+        serving(upstreams["runtime_api_url"]) as u1,
+        serving(upstreams["runtime_worker_url"]) as u2,
+        serving(upstreams["catalog_url"]) as u3,
+        serving(upstreams["integration_url"]) as u4,
+        serving(upstreams["app_sfcrm_url"]) as u5,
+    ):
+        urls = dict(zip(UPSTREAM_FIELDS, (u1, u2, u3, u4, u5), strict=True))
+        async with serving(create_gateway_app(gateway_settings(tmp_path, urls))) as url:
+            async with httpx.AsyncClient(base_url=url) as client:
+                ready = await client.get("/readyz")
+                assert ready.status_code == 200
+                names = {c["name"] for c in ready.json()["checks"]}
+                assert names == {f"upstream:{u}" for u in load_route_table().upstreams}
+
+                upstreams["catalog_url"].state.ready = False
+                degraded = await client.get("/readyz")
+                assert degraded.status_code == 503
+                states = {c["name"]: c for c in degraded.json()["checks"]}
+                assert states["upstream:catalog"]["ok"] is False
+                assert states["upstream:runtime-api"]["ok"] is True
+
+                version = (await client.get("/version")).json()
+                assert version["route_table_version"] == load_route_table().version

@@ -1,0 +1,145 @@
+"""A throwaway MariaDB server for one test session, started from the `mariadbd` binary.
+
+No system service and no fixed port: a fresh data directory under a temporary folder, a free
+loopback port, and a socket file beside it. Stopped (and its files removed) at session end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+
+USER = "nexus"
+PASSWORD = "nexus-test-password"
+
+
+def find_server_binary() -> str | None:
+    for name in ("mariadbd", "mysqld"):
+        found = shutil.which(name) or next(
+            (p for p in (f"/usr/sbin/{name}", f"/usr/libexec/{name}") if os.access(p, os.X_OK)),
+            None,
+        )
+        if found:
+            return found
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MariaDB:
+    port: int
+    socket_path: str
+    process: subprocess.Popen[bytes]
+    root: Path
+
+    def admin(self) -> pymysql.connections.Connection:
+        return pymysql.connect(unix_socket=self.socket_path, user="root", password="")
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database; returns its SQLAlchemy URL for the app user."""
+        with self.admin() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        return f"mysql+aiomysql://{USER}:{PASSWORD}@127.0.0.1:{self.port}/{name}"
+
+    def drop_database(self, name: str) -> None:
+        with self.admin() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _accepts(socket_path: str) -> bool:
+    """Probe the server socket without a client library (no half-open client to leak)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(socket_path)
+        except OSError:
+            return False
+    return True
+
+
+def start_mariadb(binary: str) -> MariaDB:
+    root = Path(tempfile.mkdtemp(prefix="nexus-mariadb-"))
+    datadir, sock, log = root / "data", str(root / "mysqld.sock"), root / "error.log"
+    install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+    if install is None:
+        raise RuntimeError("mariadb-install-db not found beside the server binary")
+    user_args = ["--user=root"] if os.geteuid() == 0 else []
+    subprocess.run(
+        [
+            install,
+            "--no-defaults",
+            f"--datadir={datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            *user_args,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--no-defaults",
+            f"--datadir={datadir}",
+            f"--socket={sock}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={root / 'mysqld.pid'}",
+            f"--log-error={log}",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=128M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--character-set-server=utf8mb4",
+            "--max-connections=500",
+            *user_args,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = MariaDB(port=port, socket_path=sock, process=process, root=root)
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError(f"mariadbd exited during start-up:\n{detail}")
+        if not _accepts(sock):
+            if time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError("mariadbd did not accept connections within 60 s")
+            time.sleep(0.1)
+            continue
+        try:
+            with server.admin() as conn, conn.cursor() as cur:
+                cur.execute(f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY %s",
+                            (PASSWORD,))
+                cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'127.0.0.1'")
+            return server
+        except pymysql.err.OperationalError:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise
+            time.sleep(0.2)

@@ -1,0 +1,66 @@
+"""The static route table: shipped file, matching rules, and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus.contracts.roles import KNOWN_APPS, Role, upstream_name
+from nexus.gateway.route_table import RouteTableError, load_route_table, parse_route_table
+
+
+def test_the_shipped_table_reaches_every_role_but_the_gateway() -> None:
+    table = load_route_table()
+    assert table.version
+    expected = {upstream_name(r) for r in Role if r not in (Role.GATEWAY, Role.APP)}
+    expected |= {upstream_name(Role.APP, a) for a in KNOWN_APPS}
+    assert set(table.upstreams) == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "upstream"),
+    [
+        ("/services/data", "app:sfcrm"),
+        ("/services/data/v60.0/query", "app:sfcrm"),
+        ("/services/oauth2/token", "runtime-api"),
+        ("/.well-known/openid-configuration", "runtime-api"),
+        ("/webhooks/github/pushes", "integration"),
+        ("/_roles/app/sfcrm/version", "app:sfcrm"),
+    ],
+)
+def test_longest_prefix_at_a_segment_boundary(path: str, upstream: str) -> None:
+    route = load_route_table().match(path)
+    assert route is not None
+    assert route.upstream == upstream
+
+
+@pytest.mark.parametrize("path", ["/", "/services", "/services/database", "/webhooksx"])
+def test_paths_without_a_route(path: str) -> None:
+    assert load_route_table().match(path) is None
+
+
+def test_strip_prefix() -> None:
+    route = load_route_table().match("/_roles/catalog/version")
+    assert route is not None
+    assert route.upstream_path("/_roles/catalog/version") == "/version"
+    assert route.upstream_path("/_roles/catalog") == "/"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('version = "1"\n[[route]]\nprefix = "/a"\nupstream = "mailer"\n', "unknown upstream"),
+        ('version = "1"\n[[route]]\nprefix = "a"\nupstream = "catalog"\n', "must start with"),
+        ('version = "1"\n[[route]]\nprefix = "/a/"\nupstream = "catalog"\n', "not end with"),
+        (
+            'version = "1"\n[[route]]\nprefix = "/a"\nupstream = "catalog"\n'
+            '[[route]]\nprefix = "/a"\nupstream = "integration"\n',
+            "duplicate prefix",
+        ),
+        ('[[route]]\nprefix = "/a"\nupstream = "catalog"\n', "version"),
+        ('version = "1"\n[[route]]\nprefix = "/a"\nupstream = "catalog"\nextra = 1\n', "extra"),
+        ("version = ", "not valid TOML"),
+    ],
+)
+def test_invalid_tables_are_refused_naming_the_entry(text: str, message: str) -> None:
+    with pytest.raises(RouteTableError, match=message):
+        parse_route_table(text)
