@@ -127,8 +127,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = args.host or settings.core.host
     port = args.port if args.port is not None else settings.port_for(role)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
-    workload_secret(settings)  # fails fast when production lacks it; generates in development
     sock = bind_socket(host, port)
+    workload_secret(settings)  # fails fast when production lacks it; generates in development
     app = build_app(settings, role, app_name)
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]  # an ASGI application built above
@@ -144,6 +144,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     get_logger("nexus.serve").info(
         "role.starting", version=__version__, app=app_name, host=host, port=port
     )
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal through the handler that
+    # was installed before it started: make that a no-op so a drained stop exits 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: None)
     server.run(sockets=[sock])
     if not server.started:
         return EXIT_FAILURE

@@ -61,3 +61,16 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     for service in LogicalService:
         result.urls[service] = server.create_database(f"t_{module}_{service.value}")
     return result
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say plainly how many MariaDB-backed tests ran, so a silent skip cannot pass unseen."""
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "[mariadb" in getattr(report, "nodeid", "") and report.when in ("call", "setup"):
+                if outcome == "passed" and report.when != "call":
+                    continue
+                counts[outcome] = counts.get(outcome, 0) + 1
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "none collected"
+    terminalreporter.write_line(f"MariaDB-backed tests: {summary}")

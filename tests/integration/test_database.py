@@ -14,6 +14,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.platform.db import (
     create_engine,
     db_now,
+    db_now_ms,
     read_db_now_ms,
     session_factory,
     unit_of_work,
@@ -70,18 +71,18 @@ async def test_db_now_reads_the_database_clock(engine: AsyncEngine) -> None:
 
 async def test_db_now_is_usable_inside_statements(engine: AsyncEngine) -> None:
     """The clock compiles into SQL, so a lease comparison never uses a process clock."""
-    from nexus.platform.db import db_now_ms
-
     sessions = session_factory(engine)
     async with unit_of_work(sessions) as session:
-        await session.execute(text("CREATE TABLE clock_probe (id INTEGER PRIMARY KEY, at_ms BIGINT)"))
+        await session.execute(
+            text("CREATE TABLE clock_probe (id INTEGER PRIMARY KEY, at_ms BIGINT)")
+        )
         await session.execute(
             text("INSERT INTO clock_probe (id, at_ms) VALUES (1, :placeholder)").bindparams(
                 placeholder=0
             )
         )
         compiled = db_now_ms().compile(dialect=engine.dialect)
-        await session.execute(text(f"UPDATE clock_probe SET at_ms = {compiled} WHERE id = 1"))
+        await session.execute(text(f"UPDATE clock_probe SET at_ms = {compiled} WHERE id = 1"))  # noqa: S608
         stored = (await session.execute(text("SELECT at_ms FROM clock_probe"))).scalar_one()
     assert abs(int(stored) - time.time() * 1000) < 5_000
 
@@ -94,10 +95,14 @@ async def test_unit_of_work_commits_on_success_and_rolls_back_on_error(
         await session.execute(text("CREATE TABLE uow_probe (id INTEGER PRIMARY KEY)"))
     async with unit_of_work(sessions) as session:
         await session.execute(text("INSERT INTO uow_probe (id) VALUES (1)"))
-    with pytest.raises(RuntimeError, match="boom"):
+
+    async def failing_use_case() -> None:
         async with unit_of_work(sessions) as session:
             await session.execute(text("INSERT INTO uow_probe (id) VALUES (2)"))
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await failing_use_case()
     async with unit_of_work(sessions, readonly=True) as session:
         ids = (await session.execute(text("SELECT id FROM uow_probe ORDER BY id"))).scalars()
         assert list(ids) == [1]
@@ -112,7 +117,14 @@ async def test_connection_settings_per_backend(backend: Backend, engine: AsyncEn
         else:
             zone = (await conn.execute(text("SELECT @@session.time_zone"))).scalar()
             assert zone == "+00:00"
-            rows = (await conn.execute(text("SHOW SESSION VARIABLES WHERE Variable_name IN ('tx_isolation', 'transaction_isolation')"))).all()
+            rows = (
+                await conn.execute(
+                    text(
+                        "SHOW SESSION VARIABLES WHERE Variable_name IN "
+                        "('tx_isolation', 'transaction_isolation')"
+                    )
+                )
+            ).all()
             assert rows
             assert {value for _name, value in rows} == {"READ-COMMITTED"}
             program = (

@@ -14,13 +14,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from nexus.gateway.app import create_app as create_gateway_app
 from nexus.gateway.route_table import load_route_table
 from nexus.platform.settings import load_settings
-from tests.support.servers import closed_port_url, serving
+from tests.support.servers import closed_port_url, serving, serving_client
 
 pytestmark = pytest.mark.asyncio
 
 BODY_LIMIT = 64 * 1024
-UPSTREAM_FIELDS = ("runtime_api_url", "runtime_worker_url", "catalog_url", "integration_url",
-                   "app_sfcrm_url")
+UPSTREAM_FIELDS = (
+    "runtime_api_url",
+    "runtime_worker_url",
+    "catalog_url",
+    "integration_url",
+    "app_sfcrm_url",
+)
 
 
 def fake_upstream(name: str) -> FastAPI:
@@ -57,9 +62,7 @@ async def upstream_url() -> AsyncIterator[str]:
 
 
 def gateway_settings(tmp_path, urls: dict[str, str], **extra: object):
-    return load_settings(
-        var_dir=tmp_path, gateway_body_limit_bytes=BODY_LIMIT, **urls, **extra
-    )
+    return load_settings(var_dir=tmp_path, gateway_body_limit_bytes=BODY_LIMIT, **urls, **extra)
 
 
 @pytest_asyncio.fixture
@@ -67,9 +70,8 @@ async def gateway(upstream_url: str, tmp_path) -> AsyncIterator[httpx.AsyncClien
     settings = gateway_settings(
         tmp_path, dict.fromkeys(UPSTREAM_FIELDS, upstream_url), gateway_upstream_timeout_seconds=0.5
     )
-    async with serving(create_gateway_app(settings)) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            yield client
+    async with serving_client(create_gateway_app(settings), timeout=10) as client:
+        yield client
 
 
 async def test_routes_by_prefix_and_propagates_the_request_id(gateway: httpx.AsyncClient) -> None:
@@ -139,7 +141,7 @@ async def test_unknown_paths_and_restricted_routes_are_404(gateway: httpx.AsyncC
 
 async def test_502_with_a_json_body_when_the_upstream_is_down(tmp_path) -> None:
     settings = gateway_settings(tmp_path, dict.fromkeys(UPSTREAM_FIELDS, closed_port_url()))
-    async with serving(create_gateway_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+    async with serving_client(create_gateway_app(settings)) as c:
         reply = await c.get("/services/data/v60.0/")
     assert reply.status_code == 502
     assert reply.json()["code"] == "UPSTREAM_UNAVAILABLE"
@@ -156,19 +158,18 @@ async def test_readyz_lists_every_upstream_and_is_503_unless_all_ready(tmp_path)
         serving(upstreams["app_sfcrm_url"]) as u5,
     ):
         urls = dict(zip(UPSTREAM_FIELDS, (u1, u2, u3, u4, u5), strict=True))
-        async with serving(create_gateway_app(gateway_settings(tmp_path, urls))) as url:
-            async with httpx.AsyncClient(base_url=url) as client:
-                ready = await client.get("/readyz")
-                assert ready.status_code == 200
-                names = {c["name"] for c in ready.json()["checks"]}
-                assert names == {f"upstream:{u}" for u in load_route_table().upstreams}
+        async with serving_client(create_gateway_app(gateway_settings(tmp_path, urls))) as client:
+            ready = await client.get("/readyz")
+            assert ready.status_code == 200
+            names = {c["name"] for c in ready.json()["checks"]}
+            assert names == {f"upstream:{u}" for u in load_route_table().upstreams}
 
-                upstreams["catalog_url"].state.ready = False
-                degraded = await client.get("/readyz")
-                assert degraded.status_code == 503
-                states = {c["name"]: c for c in degraded.json()["checks"]}
-                assert states["upstream:catalog"]["ok"] is False
-                assert states["upstream:runtime-api"]["ok"] is True
+            upstreams["catalog_url"].state.ready = False
+            degraded = await client.get("/readyz")
+            assert degraded.status_code == 503
+            states = {c["name"]: c for c in degraded.json()["checks"]}
+            assert states["upstream:catalog"]["ok"] is False
+            assert states["upstream:runtime-api"]["ok"] is True
 
-                version = (await client.get("/version")).json()
-                assert version["route_table_version"] == load_route_table().version
+            version = (await client.get("/version")).json()
+            assert version["route_table_version"] == load_route_table().version

@@ -16,7 +16,7 @@ from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.settings import load_settings
 from nexus.runtime.app import create_api_app, create_worker_app
 from tests.conftest import Backend
-from tests.support.servers import closed_port_url, serving
+from tests.support.servers import closed_port_url, serving, serving_client
 
 pytestmark = pytest.mark.asyncio
 
@@ -81,7 +81,7 @@ async def _assert_ready_role(client: httpx.AsyncClient, role: str) -> None:
 async def test_unreachable_database_is_not_ready_and_leaks_no_credentials(tmp_path) -> None:
     dead = closed_port_url().replace("http://", "mysql+aiomysql://user:s3cret-pw@") + "/nexus"
     settings = load_settings(var_dir=tmp_path, catalog_database_url=dead)
-    async with serving(create_catalog_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+    async with serving_client(create_catalog_app(settings)) as c:
         reply = await c.get("/readyz")
     assert reply.status_code == 503
     assert reply.json()["checks"][0]["detail"].startswith("unreachable")
@@ -89,17 +89,15 @@ async def test_unreachable_database_is_not_ready_and_leaks_no_credentials(tmp_pa
 
 
 async def test_app_service_serves_its_ops_endpoints(tmp_path) -> None:
-    async with serving(create_sfcrm_app(load_settings(var_dir=tmp_path))) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
-            assert (await client.get("/readyz")).status_code == 200
-            version = (await client.get("/version")).json()
+    async with serving_client(create_sfcrm_app(load_settings(var_dir=tmp_path))) as client:
+        assert (await client.get("/readyz")).status_code == 200
+        version = (await client.get("/version")).json()
     assert version["role"] == "app"
     assert version["app"] == "sfcrm"
 
 
 async def test_errors_use_the_json_envelope_with_the_request_id(tmp_path) -> None:
-    async with serving(create_sfcrm_app(load_settings(var_dir=tmp_path))) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
-            reply = await client.get("/no/such/path", headers={"x-request-id": "req-12345678"})
+    async with serving_client(create_sfcrm_app(load_settings(var_dir=tmp_path))) as client:
+        reply = await client.get("/no/such/path", headers={"x-request-id": "req-12345678"})
     assert reply.status_code == 404
     assert reply.headers["x-request-id"] == "req-12345678"

@@ -134,8 +134,9 @@ def start_mariadb(binary: str) -> MariaDB:
             continue
         try:
             with server.admin() as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY %s",
-                            (PASSWORD,))
+                cur.execute(
+                    f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY %s", (PASSWORD,)
+                )
                 cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'127.0.0.1'")
             return server
         except pymysql.err.OperationalError:

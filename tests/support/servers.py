@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -40,3 +41,10 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def serving_client(app: Any, **client_options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """Serve `app` on a real socket and yield an HTTP client pointed at it."""
+    async with serving(app) as url, httpx.AsyncClient(base_url=url, **client_options) as client:
+        yield client

@@ -19,16 +19,15 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _probe_tree(tmp_path: Path) -> Path:
-    shutil.copytree(ROOT / "nexus", tmp_path / "nexusprobe",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "nexus", tmp_path / "nexusprobe", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for source in (tmp_path / "nexusprobe").rglob("*.py"):
         text = source.read_text()
         source.write_text(re.sub(r"\bnexus\b(?=[.\s])", "nexusprobe", text))
     config = (ROOT / "pyproject.toml").read_text()
     section = config[config.index("[tool.importlinter]") :]
-    (tmp_path / ".importlinter.toml").write_text(
-        re.sub(r'"nexus(?=[."])', '"nexusprobe', section)
-    )
+    (tmp_path / ".importlinter.toml").write_text(re.sub(r'"nexus(?=[."])', '"nexusprobe', section))
     return tmp_path
 
 

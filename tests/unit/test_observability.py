@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 import logging
+from collections.abc import Iterator
 
 import pytest
 import structlog

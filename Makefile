@@ -1,0 +1,46 @@
+# Two commands: `make run` (the local stack) and `make test` (every check CI runs).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test check lint typecheck imports pytest install system-deps lock clean
+
+run: $(STAMP)
+	$(BIN)/nexus migrate
+	exec $(BIN)/nexus up
+
+test: system-deps $(STAMP) check
+
+check: lint typecheck imports pytest
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+system-deps:
+	./scripts/install-system-deps.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy nexus
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+lock: $(STAMP)
+	{ echo "# Pinned versions CI and 'make' install (pip install -c constraints.txt). Regenerate with 'make lock'."; \
+	  $(BIN)/pip freeze --exclude-editable | grep -v -i '^nexus' | sort -f; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

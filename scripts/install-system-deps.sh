@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs, when missing: the MariaDB server (the
+# tests start their own mariadbd; no system service is used). Only acts as root on Debian.
+set -euo pipefail
+
+have_mariadb() {
+  command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1 \
+    || [ -x /usr/sbin/mariadbd ] || [ -x /usr/sbin/mysqld ]
+}
+
+if have_mariadb; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || [ ! -f /etc/debian_version ]; then
+  echo "note: mariadbd not found and cannot be installed automatically here;" \
+       "MariaDB-backed tests will be skipped (install mariadb-server)." >&2
+  exit 0
+fi
+echo "installing mariadb-server (apt-get)..." >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends mariadb-server mariadb-client >/dev/null
+# Debian's package may start a system service through policy-rc.d; the tests never use it.
+if command -v service >/dev/null 2>&1; then service mariadb stop >/dev/null 2>&1 || true; fi
+have_mariadb

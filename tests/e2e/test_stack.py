@@ -1,0 +1,224 @@
+"""`nexus up` and `nexus serve` as a user runs them: real processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nexus.contracts.roles import ROLE_PORT_OFFSET, LogicalService, Role
+from nexus.platform.supervisor import pid_alive
+from tests.conftest import Backend
+
+pytestmark = pytest.mark.e2e
+NEXUS = [sys.executable, "-m", "nexus"]
+READY_WITHIN_SECONDS = 30
+ROLE_PATHS = {
+    "runtime-api": "/_roles/runtime-api",
+    "runtime-worker": "/_roles/runtime-worker",
+    "catalog": "/_roles/catalog",
+    "integration": "/_roles/integration",
+    "app": "/_roles/app/sfcrm",
+}
+
+
+def free_port_base() -> int:
+    """A base port with every role's port free (checked, not assumed)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + len(ROLE_PORT_OFFSET) > 65000:
+            continue
+        try:
+            for offset in range(len(ROLE_PORT_OFFSET)):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port range")
+
+
+def child_pids(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
+    env.update(NEXUS_VAR_DIR=str(tmp_path / "var"), NEXUS_LOG_FORMAT="json", **extra)
+    return env
+
+
+@contextmanager
+def running_stack(
+    tmp_path: Path, backend: Backend | None = None
+) -> Iterator[tuple[subprocess.Popen[str], int, float]]:
+    """`nexus up` on free ports; yields (process, port base, seconds until ready)."""
+    base = free_port_base()
+    env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base))
+    if backend is not None and backend.name == "mariadb":
+        env.update(backend.env())
+    started = time.monotonic()
+    with subprocess.Popen(
+        [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
+        try:
+            line = proc.stdout.readline() if proc.stdout else ""
+            elapsed = time.monotonic() - started
+            assert "is ready at" in line, f"nexus up did not become ready: {line!r}"
+            yield proc, base, elapsed
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_up_serves_every_role_through_the_gateway_and_stops_cleanly(
+    tmp_path: Path, backend: Backend
+) -> None:
+    with running_stack(tmp_path, backend) as (proc, base, elapsed):
+        _check_stack_then_stop(proc, base, elapsed)
+
+
+def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: float) -> None:
+    assert elapsed < READY_WITHIN_SECONDS
+    gateway = f"http://127.0.0.1:{base}"
+    ready = httpx.get(f"{gateway}/readyz", timeout=5)
+    assert ready.status_code == 200
+    assert all(check["ok"] for check in ready.json()["checks"])
+    assert len(ready.json()["checks"]) == len(ROLE_PATHS)
+    for role, prefix in ROLE_PATHS.items():
+        version = httpx.get(f"{gateway}{prefix}/version", timeout=5)
+        assert version.status_code == 200, role
+        assert version.json()["role"] == role
+        assert version.json()["engine_generation"] >= 1
+    assert httpx.get(f"{gateway}/version", timeout=5).json()["role"] == "gateway"
+
+    children = child_pids(proc.pid)
+    assert len(children) == len(Role)  # one OS process per role
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    deadline = time.monotonic() + 5
+    while any(pid_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in children if pid_alive(p)], "children outlived nexus up"
+
+
+def test_a_killed_supervisor_takes_its_children_along(tmp_path: Path) -> None:
+    with running_stack(tmp_path) as (proc, _base, _elapsed):
+        children = child_pids(proc.pid)
+        assert children
+        proc.kill()  # SIGKILL: no chance to clean up; the kernel's parent-death signal acts
+        proc.wait()
+    deadline = time.monotonic() + 20
+    while any(pid_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in children if pid_alive(p)]
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("nexus: error: ")
+    return lines[0]
+
+
+def test_unknown_role_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*NEXUS, "serve", "--role=mailer"],
+        env=clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "unknown role 'mailer'" in _one_line_error(result)
+
+
+def test_malformed_database_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = clean_env(tmp_path, NEXUS_RUNTIME_DATABASE_URL="mysql+aiomysql://u:topsecret@:/")
+    result = subprocess.run(
+        [*NEXUS, "serve", "--role=runtime-api"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    line = _one_line_error(result)
+    assert "NEXUS_RUNTIME_DATABASE_URL" in line
+    assert "topsecret" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_occupied_port_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    base = free_port_base()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base))
+        squatter.listen()
+        argv = [*NEXUS, "serve", "--role=gateway"] if command == "serve" else [*NEXUS, "up"]
+        result = subprocess.run(
+            argv,
+            env=clean_env(tmp_path, NEXUS_PORT_BASE=str(base)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert f"port {base} on 127.0.0.1 is already in use" in _one_line_error(result)
+
+
+def test_serve_shuts_down_gracefully_on_sigterm(tmp_path: Path) -> None:
+    port = free_port_base()
+    with subprocess.Popen(
+        [*NEXUS, "serve", "--role=app", "--app=sfcrm", f"--port={port}"],
+        env=clean_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        _wait_healthy_then_sigterm(proc, port)
+
+
+def _wait_healthy_then_sigterm(proc: subprocess.Popen[str], port: int) -> None:
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "role.stopped" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_migrate_reports_each_service_at_head(tmp_path: Path, backend: Backend) -> None:
+    env = clean_env(tmp_path)
+    if backend.name == "mariadb":
+        env.update(backend.env())
+    result = subprocess.run(
+        [*NEXUS, "migrate"], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [s.value for s in LogicalService]
+    assert all(line.split(": ", 1)[1].startswith("at ") for line in lines)
