@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request, Response
 from nexus.contracts.errors import NotFound
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
-from nexus.gateway.proxy import forward
+from nexus.gateway.proxy import forward, upstream_client
 from nexus.gateway.route_table import RouteTable, load_route_table
 from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app
 from nexus.platform.settings import Settings
@@ -27,13 +27,9 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(
-                gw.gateway_upstream_timeout_seconds, connect=gw.gateway_connect_timeout_seconds
-            ),
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
-            follow_redirects=False,
-            trust_env=False,
+        app.state.client = upstream_client(
+            timeout=gw.gateway_upstream_timeout_seconds,
+            connect_timeout=gw.gateway_connect_timeout_seconds,
         )
         try:
             yield

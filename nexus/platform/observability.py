@@ -82,6 +82,7 @@ def configure_logging(*, role: str, level: str = "info", fmt: str = "auto") -> N
     )
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,  # drop below-level events before any work
             *shared,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],

@@ -50,7 +50,11 @@ def fake_upstream(name: str) -> FastAPI:
             yield f"forwarded-for={request.headers.get('x-forwarded-for')}\n".encode()
             yield f"bytes={len(body)}\n".encode()
 
-        return StreamingResponse(chunks(), media_type="text/plain", headers={"x-upstream": name})
+        headers = {"x-upstream": name}
+        if path.endswith("login"):
+            headers["set-cookie"] = "sid=alice-session; Path=/"
+        headers["x-saw-cookie"] = request.headers.get("cookie") or "none"
+        return StreamingResponse(chunks(), media_type="text/plain", headers=headers)
 
     return app
 
@@ -94,6 +98,18 @@ async def test_keeps_a_well_formed_client_request_id(gateway: httpx.AsyncClient)
 async def test_clients_cannot_inject_internal_headers(gateway: httpx.AsyncClient) -> None:
     reply = await gateway.get("/webhooks/x", headers={"x-nexus-delegation": "admin"})
     assert "internal=None" in reply.text
+
+
+async def test_cookies_pass_through_but_are_never_kept_for_other_callers(
+    gateway: httpx.AsyncClient,
+) -> None:
+    login = await gateway.get("/webhooks/login")
+    assert login.headers["set-cookie"] == "sid=alice-session; Path=/"
+    gateway.cookies.clear()  # the next caller is somebody else, with no cookie of their own
+    other = await gateway.get("/webhooks/anything")
+    assert other.headers["x-saw-cookie"] == "none"
+    own = await gateway.get("/webhooks/anything", headers={"cookie": "sid=bob"})
+    assert own.headers["x-saw-cookie"] == "sid=bob"
 
 
 async def test_streams_a_body_below_the_limit(gateway: httpx.AsyncClient) -> None:
