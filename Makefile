@@ -7,7 +7,6 @@ STAMP  := $(VENV)/.installed
 .PHONY: run test check lint typecheck imports pytest install system-deps lock clean
 
 run: $(STAMP)
-	$(BIN)/nexus migrate
 	exec $(BIN)/nexus up
 
 test: system-deps $(STAMP) check
