@@ -119,6 +119,23 @@ class SecretSettings(BaseSettings):
         return value
 
 
+class IdentitySettings(BaseSettings):
+    """Identity: token lifetimes, lockout, and the security staleness SLO."""
+
+    model_config = _config()
+
+    #: Security SLO: logout, revocation, deactivation and client disabling take effect for
+    #: every later request within this many seconds.
+    max_security_staleness_seconds: Annotated[float, Field(gt=0, le=60)] = 5.0
+    access_token_ttl_seconds: Annotated[int, Field(ge=60, le=86_400)] = 900
+    session_ttl_seconds: Annotated[int, Field(ge=300, le=30 * 86_400)] = 12 * 3600
+    refresh_token_ttl_seconds: Annotated[int, Field(ge=300, le=365 * 86_400)] = 30 * 86_400
+    delegation_ttl_seconds: Annotated[int, Field(ge=1, le=60)] = 60
+    login_max_failures: Annotated[int, Field(ge=1, le=100)] = 5
+    login_lockout_seconds: Annotated[int, Field(ge=1, le=86_400)] = 900
+    bootstrap_admin_password: SecretStr | None = None
+
+
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     CoreSettings,
     DatabaseSettings,
@@ -126,6 +143,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     GatewaySettings,
     UpstreamSettings,
     SecretSettings,
+    IdentitySettings,
 )
 
 
@@ -144,6 +162,7 @@ class Settings:
     gateway: GatewaySettings
     upstreams: UpstreamSettings
     secrets: SecretSettings
+    identity: IdentitySettings
 
     @property
     def var_dir(self) -> Path:
@@ -226,4 +245,5 @@ def load_settings(**overrides: Any) -> Settings:
         gateway=_build(GatewaySettings, overrides),
         upstreams=_build(UpstreamSettings, overrides),
         secrets=_build(SecretSettings, overrides),
+        identity=_build(IdentitySettings, overrides),
     )
