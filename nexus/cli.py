@@ -14,9 +14,10 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpx
 
@@ -25,7 +26,11 @@ from nexus.contracts.roles import KNOWN_APPS, ROLE_SERVICE, LogicalService, Role
 from nexus.platform.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
     from nexus.platform.supervisor import Supervisor
+
+T = TypeVar("T")
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -237,6 +242,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     services = sorted({s for s in ROLE_SERVICE.values() if s is not None})
     for line in asyncio.run(_migrate(settings, services)):
         log.info("migrate.done", state=line)
+    _announce_admin(asyncio.run(_bootstrap_admin(settings)))
 
     stop_signal: list[int] = []
     signal.signal(signal.SIGINT, lambda signum, _frame: stop_signal.append(signum))
@@ -302,6 +308,125 @@ def _wait_until_ready(
     return False
 
 
+# ---------------------------------------------------------------------------- identity admin
+
+
+@asynccontextmanager
+async def _runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    from nexus.platform.db import create_engine, session_factory
+
+    engine = create_engine(
+        settings.database_url(LogicalService.RUNTIME),
+        application_name="nexus-admin",
+        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+    )
+    try:
+        yield session_factory(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
+    from nexus.identity.setup import bootstrap_first_admin
+
+    configured = settings.identity.bootstrap_admin_password
+    async with _runtime_sessions(settings) as sessions:
+        return await bootstrap_first_admin(
+            sessions, password=configured.get_secret_value() if configured else None
+        )
+
+
+def _announce_admin(created: tuple[str, str | None] | None) -> None:
+    """Print (never log) the first admin's generated password, once."""
+    if created is None:
+        return
+    username, generated = created
+    if generated is None:
+        print(f"Created user {username!r} with the password from NEXUS_BOOTSTRAP_ADMIN_PASSWORD.")
+    else:
+        print(f"Created user {username!r} with password: {generated}")
+        print("  (shown once, not logged: store it now)", flush=True)
+
+
+def _admin(args: argparse.Namespace, action: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
+    from nexus.contracts.errors import NexusError
+    from nexus.platform.observability import configure_logging
+
+    settings = load_settings()
+    configure_logging(role="admin", level="warning", fmt=settings.log.log_format)
+
+    async def run() -> T:
+        async with _runtime_sessions(settings) as sessions:
+            return await action(sessions, **kwargs)
+
+    try:
+        return asyncio.run(run())
+    except NexusError as exc:
+        raise CliError(exc.message, EXIT_FAILURE) from None
+
+
+def cmd_admin_create_user(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+    created = _admin(
+        args,
+        admin.create_user,
+        username=args.username,
+        password=password,
+        email=args.email,
+        display_name=args.display_name,
+        is_admin=args.admin,
+    )
+    print(f"user_id: {created.user_id}")
+    print(f"username: {created.username}")
+    if created.generated_password:
+        print(f"password: {created.generated_password}  (shown once)")
+    return 0
+
+
+def cmd_admin_create_client(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    created = _admin(
+        args,
+        admin.create_client,
+        name=args.name,
+        redirect_uris=args.redirect_uri or [],
+        grant_types=args.grant_type,
+        scopes=args.scope,
+        run_as_username=args.run_as,
+        public=args.public,
+    )
+    print(f"client_id: {created.client_id}")
+    if created.client_secret:
+        print(f"client_secret: {created.client_secret}  (shown once; only its hash is stored)")
+    return 0
+
+
+def cmd_admin_revoke_user(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    revoked = _admin(args, admin.revoke_user, username=args.username, deactivate=args.deactivate)
+    print(
+        "user deactivated; every session revoked"
+        if args.deactivate
+        else f"sessions revoked: {revoked}"
+    )
+    return 0
+
+
+def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
+    from nexus.identity.keys import generate_key, key_dir
+    from nexus.platform.secrets import secrets_dir
+
+    settings = load_settings()
+    kid = generate_key(key_dir(secrets_dir(settings.var_dir)))
+    print(f"new signing key: {kid} (older keys keep verifying until their tokens expire)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -329,6 +454,30 @@ def make_parser() -> argparse.ArgumentParser:
     make.add_argument("--service", required=True, choices=[s.value for s in LogicalService])
     make.add_argument("-m", "--message", required=True)
     make.set_defaults(handler=cmd_makemigration)
+
+    admin = sub.add_parser("admin", help="identity administration")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True, parser_class=_Parser)
+    user = admin_sub.add_parser("create-user", help="create a user (prints a generated password)")
+    user.add_argument("--username", required=True)
+    user.add_argument("--email")
+    user.add_argument("--display-name")
+    user.add_argument("--admin", action="store_true", help="System Administrator")
+    user.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    user.set_defaults(handler=cmd_admin_create_user)
+    client = admin_sub.add_parser("create-client", help="create a Connected App (OAuth client)")
+    client.add_argument("--name", required=True)
+    client.add_argument("--grant-type", action="append", required=True)
+    client.add_argument("--scope", action="append", required=True)
+    client.add_argument("--redirect-uri", action="append")
+    client.add_argument("--run-as", help="username the client_credentials grant acts as")
+    client.add_argument("--public", action="store_true", help="no secret; PKCE required")
+    client.set_defaults(handler=cmd_admin_create_client)
+    revoke = admin_sub.add_parser("revoke-user", help="revoke every session of a user")
+    revoke.add_argument("--username", required=True)
+    revoke.add_argument("--deactivate", action="store_true")
+    revoke.set_defaults(handler=cmd_admin_revoke_user)
+    rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
+    rotate.set_defaults(handler=cmd_admin_rotate_keys)
     return parser
 
 

@@ -245,6 +245,7 @@ def client_lists(client: RowMapping) -> tuple[list[str], list[str], list[str]]:
 class IssuedTokens:
     body: dict[str, Any]  # the Salesforce-shaped token response
     session_id: str
+    user: RowMapping
 
 
 async def open_session(
@@ -290,6 +291,7 @@ async def open_session(
             refresh_token=refresh,
         ),
         session_id=session_id,
+        user=user,
     )
 
 
@@ -382,6 +384,9 @@ async def refresh_session(
         await revoke(repo, org_id=org_id, reason="refresh_token_reuse", session_id=session_id)
         return None
     fresh = await _new_refresh_token(repo, cfg, org_id=org_id, session_id=session_id, now=now)
+    user = await repo.user(org_id, state["user_id"])
+    if user is None:  # pragma: no cover - sessions are revoked before users can vanish
+        return None
     return IssuedTokens(
         body=_token_body(
             cfg,
@@ -395,6 +400,7 @@ async def refresh_session(
             refresh_token=fresh,
         ),
         session_id=session_id,
+        user=user,
     )
 
 

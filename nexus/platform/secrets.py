@@ -12,14 +12,10 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-
 from nexus.platform.observability import get_logger
 from nexus.platform.settings import Settings, SettingsError
 
 WORKLOAD_SECRET_FILE = "workload.key"  # noqa: S105  (a file name, not a secret)
-SIGNING_KEY_FILE = "identity-signing-key.pem"
 
 log = get_logger(__name__)
 
@@ -30,15 +26,6 @@ def secrets_dir(var_dir: Path) -> Path:
 
 def _new_workload_secret() -> bytes:
     return secrets.token_hex(32).encode()
-
-
-def _new_signing_key() -> bytes:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
 
 
 def _ensure_file(path: Path, generate: Callable[[], bytes]) -> bool:
@@ -68,10 +55,7 @@ def ensure_local_secrets(var_dir: Path) -> list[str]:
     directory.chmod(0o700)
     created = [
         name
-        for name, generate in (
-            (WORKLOAD_SECRET_FILE, _new_workload_secret),
-            (SIGNING_KEY_FILE, _new_signing_key),
-        )
+        for name, generate in ((WORKLOAD_SECRET_FILE, _new_workload_secret),)
         if _ensure_file(directory / name, generate)
     ]
     if created:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -33,8 +33,12 @@ def create_service_app(
     role: Role,
     service: LogicalService,
     capabilities: Sequence[str],
+    on_start: Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]] | None = None,
 ) -> FastAPI:
-    """A role app whose /readyz requires its database reachable and its migrations at head."""
+    """A role app whose /readyz requires its database reachable and its migrations at head.
+
+    `on_start` wraps the role's own start-up and shutdown inside the engine's lifetime.
+    """
 
     holder: dict[str, ServiceState] = {}
 
@@ -49,7 +53,11 @@ def create_service_app(
         )
         app.state.service = holder["state"] = ServiceState(engine)
         try:
-            yield
+            if on_start is None:
+                yield
+            else:
+                async with on_start(app, holder["state"]):
+                    yield
         finally:
             holder.clear()
             await engine.dispose()

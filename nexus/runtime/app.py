@@ -5,20 +5,25 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from nexus.contracts.roles import LogicalService, Role
+from nexus.identity.endpoints import router as identity_router
+from nexus.identity.setup import identity_lifespan
 from nexus.platform.service_app import create_service_app
 from nexus.platform.settings import Settings
 
-API_CAPABILITIES = ("ops.v1",)
+API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1")
 WORKER_CAPABILITIES = ("ops.v1",)
 
 
 def create_api_app(settings: Settings) -> FastAPI:
-    return create_service_app(
+    app = create_service_app(
         settings=settings,
         role=Role.RUNTIME_API,
         service=LogicalService.RUNTIME,
         capabilities=API_CAPABILITIES,
+        on_start=identity_lifespan(settings),
     )
+    app.include_router(identity_router)
+    return app
 
 
 def create_worker_app(settings: Settings) -> FastAPI:

@@ -74,9 +74,14 @@ def running_stack(
         [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     ) as proc:
         try:
-            line = proc.stdout.readline() if proc.stdout else ""
+            lines = []
+            while proc.stdout and not any("is ready at" in line for line in lines):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
             elapsed = time.monotonic() - started
-            assert "is ready at" in line, f"nexus up did not become ready: {line!r}"
+            assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
             yield proc, base, elapsed
         finally:
             if proc.poll() is None:

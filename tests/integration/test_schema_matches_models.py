@@ -26,8 +26,9 @@ async def test_runtime_migrations_match_the_identity_models(backend: Backend) ->
                 opts={
                     "compare_type": True,
                     "version_table": version_table(LogicalService.RUNTIME),
-                    "include_name": lambda name, kind, _parent: kind != "table"
-                    or name in identity_metadata.tables,
+                    "include_name": lambda name, kind, _parent: (
+                        kind != "table" or name in identity_metadata.tables
+                    ),
                 },
             )
             return compare_metadata(context, identity_metadata)

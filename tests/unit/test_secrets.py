@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from nexus.platform.secrets import (
-    SIGNING_KEY_FILE,
     WORKLOAD_SECRET_FILE,
     ensure_local_secrets,
     secrets_dir,
@@ -19,7 +18,7 @@ from nexus.platform.settings import SettingsError, load_settings
 
 def test_generated_once_with_owner_only_permissions(tmp_path: Path) -> None:
     created = ensure_local_secrets(tmp_path)
-    assert sorted(created) == sorted([WORKLOAD_SECRET_FILE, SIGNING_KEY_FILE])
+    assert created == [WORKLOAD_SECRET_FILE]
     directory = secrets_dir(tmp_path)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     contents = {}
@@ -27,7 +26,6 @@ def test_generated_once_with_owner_only_permissions(tmp_path: Path) -> None:
         path = directory / name
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         contents[name] = path.read_bytes()
-    assert contents[SIGNING_KEY_FILE].startswith(b"-----BEGIN PRIVATE KEY-----")
     assert len(contents[WORKLOAD_SECRET_FILE]) == 64
 
     assert ensure_local_secrets(tmp_path) == []  # second start: nothing regenerated

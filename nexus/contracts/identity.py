@@ -1,0 +1,25 @@
+"""The trusted caller context every Runtime use case receives (from the one interceptor)."""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class TrustedCall(BaseModel):
+    """Who is calling, established only by Identity's interceptor, never by a request field."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    user_id: str
+    session_id: str
+    client_id: str | None
+    scopes: frozenset[str]
+    security_epoch: int
+    via: Literal["access_token", "delegation"]
+    workload: str | None = None  # the calling role, for internal calls
+    app_installation_id: str | None = None
+    deadline_ms: int | None = None  # epoch milliseconds by which the caller stops waiting
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes or "full" in self.scopes

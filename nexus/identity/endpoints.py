@@ -1,0 +1,254 @@
+"""Identity's HTTP surface: the OAuth2/OIDC endpoints at Salesforce-compatible paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+import anyio
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidRequestError
+from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from nexus.contracts.identity import TrustedCall
+from nexus.identity import service
+from nexus.identity.errors import AuthenticationFailed, InvalidToken
+from nexus.identity.interceptor import Authenticator, bearer_token
+from nexus.identity.login_page import render_error, render_login
+from nexus.identity.oauth_server import Client, NexusAuthorizationServer, NexusRequest, User
+from nexus.identity.repository import IdentityRepository
+from nexus.identity.service import IdentityConfig
+from nexus.platform.db import unit_of_work
+
+#: A public client created with the first org, so legacy password-grant callers that send
+#: no client_id still authenticate through a registered client.
+DEFAULT_CLIENT_ID = "nexus_default"
+FORM_LIMIT = 64 * 1024
+
+router = APIRouter()
+
+
+@dataclass
+class IdentityState:
+    cfg: IdentityConfig
+    authenticator: Authenticator
+    sessions: async_sessionmaker[AsyncSession]
+
+
+def identity_state(request: Request) -> IdentityState:
+    state: IdentityState = request.app.state.identity
+    return state
+
+
+async def trusted_call(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> TrustedCall:
+    """The reusable dependency: a request's bearer access token -> TrustedCall, or 401."""
+    token = bearer_token(authorization)
+    if token is None:
+        raise InvalidToken("Session expired or invalid")
+    return await identity_state(request).authenticator.from_access_token(token)
+
+
+State = Annotated[IdentityState, Depends(identity_state)]
+Caller = Annotated[TrustedCall, Depends(trusted_call)]
+
+
+async def _oauth_request(request: Request, cfg: IdentityConfig) -> NexusRequest:
+    data: dict[str, str] = dict(request.query_params.items())
+    if request.method == "POST":
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/x-www-form-urlencoded":
+            raise InvalidRequestError("the body must be application/x-www-form-urlencoded")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > FORM_LIMIT:
+                raise InvalidRequestError("request body too large")
+        try:
+            pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        except (UnicodeDecodeError, ValueError):
+            raise InvalidRequestError("malformed form body") from None
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise InvalidRequestError("a parameter appears more than once")
+        data.update(pairs)
+    uri = f"{cfg.issuer}{request.url.path}"
+    if request.url.query:
+        uri += f"?{request.url.query}"
+    return NexusRequest(request.method, uri, dict(request.headers), data)
+
+
+def _response(status: int, body: Any, headers: Any) -> Response:
+    header_map = dict(headers or [])
+    if status in (301, 302, 303, 307) and "Location" in header_map:
+        return RedirectResponse(header_map["Location"], status_code=302)
+    return JSONResponse(body, status_code=status, headers=header_map)
+
+
+def _error_response(error: OAuth2Error) -> Response:
+    status, body, headers = error()
+    return _response(status, body, headers)
+
+
+@router.post("/services/oauth2/token")
+async def token(request: Request, state: State) -> Response:
+    try:
+        oauth_request = await _oauth_request(request, state.cfg)
+    except OAuth2Error as error:
+        return _error_response(error)
+    data = oauth_request.payload.data
+    if (
+        data.get("grant_type") == "password"
+        and not data.get("client_id")
+        and "authorization" not in request.headers
+    ):
+        data["client_id"] = DEFAULT_CLIENT_ID
+    async with unit_of_work(state.sessions) as session:
+        server = NexusAuthorizationServer(IdentityRepository(session), state.cfg)
+        status, body, headers = await anyio.to_thread.run_sync(
+            server.create_token_response, oauth_request
+        )
+    return _response(status, body, headers)
+
+
+@router.post("/services/oauth2/revoke")
+async def revoke(request: Request, state: State) -> Response:
+    try:
+        oauth_request = await _oauth_request(request, state.cfg)
+    except OAuth2Error as error:
+        return _error_response(error)
+    async with unit_of_work(state.sessions) as session:
+        server = NexusAuthorizationServer(IdentityRepository(session), state.cfg)
+        status, body, headers = await anyio.to_thread.run_sync(
+            server.create_endpoint_response, "revocation", oauth_request
+        )
+    return _response(status, body, headers)
+
+
+@router.get("/services/oauth2/authorize")
+async def authorize_page(request: Request, state: State) -> Response:
+    try:
+        oauth_request = await _oauth_request(request, state.cfg)
+    except OAuth2Error as error:
+        return _authorize_error(error)
+    async with unit_of_work(state.sessions, readonly=True) as session:
+        server = NexusAuthorizationServer(IdentityRepository(session), state.cfg)
+        try:
+            grant = await anyio.to_thread.run_sync(server.get_consent_grant, oauth_request)
+        except OAuth2Error as error:
+            return _authorize_error(error)
+    client: Client = grant.client
+    params = dict(oauth_request.payload.data)
+    scopes = client.get_allowed_scope(params.get("scope")).split()
+    return HTMLResponse(
+        render_login(client_name=client.row["name"], scopes=scopes, params=params),
+        headers=_page_headers(),
+    )
+
+
+@router.post("/services/oauth2/authorize")
+async def authorize_submit(request: Request, state: State) -> Response:
+    try:
+        oauth_request = await _oauth_request(request, state.cfg)
+    except OAuth2Error as error:
+        return _authorize_error(error)
+    data = oauth_request.payload.data
+    username, password = data.pop("username", ""), data.pop("password", "")
+    decision = data.pop("decision", "deny")
+    async with unit_of_work(state.sessions) as session:
+        repo = IdentityRepository(session)
+        server = NexusAuthorizationServer(repo, state.cfg)
+        try:
+            grant = await anyio.to_thread.run_sync(server.get_consent_grant, oauth_request)
+        except OAuth2Error as error:
+            return _authorize_error(error)
+        user = None
+        if decision == "allow":
+            try:
+                row = await service.authenticate_password(
+                    repo, state.cfg, username=username, password=password
+                )
+            except AuthenticationFailed:
+                client: Client = grant.client
+                scopes = client.get_allowed_scope(data.get("scope")).split()
+                page = render_login(
+                    client_name=client.row["name"],
+                    scopes=scopes,
+                    params=dict(data),
+                    error="Authentication failure: check your username and password.",
+                )
+                return HTMLResponse(page, status_code=401, headers=_page_headers())
+            user = User(row)
+        status, body, headers = await anyio.to_thread.run_sync(
+            server.create_authorization_response, oauth_request, user, grant
+        )
+    return _response(status, body, headers)
+
+
+def _authorize_error(error: OAuth2Error) -> Response:
+    status, body, headers = error()
+    if status == 302:
+        return _response(status, body, headers)
+    message = getattr(error, "description", None) or getattr(error, "error", "invalid request")
+    return HTMLResponse(render_error(str(message)), status_code=400, headers=_page_headers())
+
+
+def _page_headers() -> dict[str, str]:
+    return {
+        "Cache-Control": "no-store",
+        "X-Frame-Options": "DENY",
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+        "form-action 'self'; frame-ancestors 'none'",
+        "Referrer-Policy": "no-referrer",
+    }
+
+
+@router.get("/services/oauth2/userinfo")
+async def userinfo(caller: Caller, state: State) -> dict[str, Any]:
+    async with unit_of_work(state.sessions, readonly=True) as session:
+        user = await IdentityRepository(session).user(caller.org_id, caller.user_id)
+    if user is None:
+        raise InvalidToken
+    return {
+        "sub": user["user_id"],
+        "user_id": user["user_id"],
+        "organization_id": user["org_id"],
+        "preferred_username": user["username"],
+        "name": user["display_name"],
+        "email": user["email"],
+        "locale": user["locale"],
+        "zoneinfo": user["time_zone"],
+        "active": bool(user["is_active"]),
+    }
+
+
+@router.get("/.well-known/openid-configuration")
+async def openid_configuration(state: State) -> dict[str, Any]:
+    issuer = state.cfg.issuer
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/services/oauth2/authorize",
+        "token_endpoint": f"{issuer}/services/oauth2/token",
+        "revocation_endpoint": f"{issuer}/services/oauth2/revoke",
+        "userinfo_endpoint": f"{issuer}/services/oauth2/userinfo",
+        "jwks_uri": f"{issuer}/.well-known/jwks.json",
+        "scopes_supported": list(service.SCOPES),
+        "response_types_supported": ["code"],
+        "grant_types_supported": list(service.GRANT_TYPES),
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": [
+            "client_secret_basic",
+            "client_secret_post",
+            "none",
+        ],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+    }
+
+
+@router.get("/.well-known/jwks.json")
+async def jwks(state: State) -> dict[str, Any]:
+    return state.cfg.keys.jwks()

@@ -1,0 +1,107 @@
+"""The single authoritative interceptor: a request's credentials -> `TrustedCall`.
+
+No other code parses tokens. Access tokens are RS256 JWTs bound to a session row; the session
+(with its user and client) is re-read from the database at least every
+`MaxSecurityStaleness` seconds, so logout, revocation, deactivation and client disabling
+take effect for every later request within that bound (the security SLO).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from nexus.contracts.identity import TrustedCall
+from nexus.identity.errors import InvalidToken
+from nexus.identity.keys import TokenInvalid
+from nexus.identity.repository import IdentityRepository
+from nexus.identity.service import ACCESS_TOKEN_TYPE, IdentityConfig
+from nexus.platform.db import read_db_now_ms, unit_of_work
+
+_REQUIRED = ("iss", "aud", "sub", "org", "sid", "scp", "sep", "iat", "exp")
+
+
+@dataclass
+class _CachedSession:
+    state: RowMapping | None
+    fetched: float  # time.monotonic()
+    db_now_ms: int
+
+
+class Authenticator:
+    """Per-process; caches session state for at most the staleness bound (minus a margin)."""
+
+    def __init__(self, cfg: IdentityConfig, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self.cfg = cfg
+        self.sessions = sessions
+        self.max_age = cfg.settings.max_security_staleness_seconds * 0.8
+        self._cache: dict[tuple[str, str], _CachedSession] = {}
+
+    def _claims(self, token: str) -> dict[str, Any]:
+        try:
+            claims = self.cfg.keys.verify(token, typ=ACCESS_TOKEN_TYPE)
+        except TokenInvalid:
+            raise InvalidToken from None
+        if any(name not in claims for name in _REQUIRED):
+            raise InvalidToken
+        if claims["iss"] != self.cfg.issuer or claims["aud"] != self.cfg.audience:
+            raise InvalidToken
+        return claims
+
+    async def _session(self, org_id: str, session_id: str) -> _CachedSession:
+        key = (org_id, session_id)
+        cached = self._cache.get(key)
+        if cached is not None and time.monotonic() - cached.fetched < self.max_age:
+            return cached
+        async with unit_of_work(self.sessions, readonly=True) as session:
+            repo = IdentityRepository(session)
+            state = await repo.session_state(org_id, session_id)
+            now = await read_db_now_ms(session)
+        fresh = _CachedSession(state=state, fetched=time.monotonic(), db_now_ms=now)
+        if len(self._cache) > 100_000:
+            self._cache.clear()
+        self._cache[key] = fresh
+        return fresh
+
+    async def from_access_token(self, token: str) -> TrustedCall:
+        claims = self._claims(token)
+        cached = await self._session(str(claims["org"]), str(claims["sid"]))
+        state = cached.state
+        # the database clock, advanced by the time since it was read
+        now_ms = cached.db_now_ms + int((time.monotonic() - cached.fetched) * 1000)
+        if (
+            state is None
+            or int(claims["exp"]) * 1000 <= now_ms
+            or state["revoked_at_ms"] is not None
+            or state["expires_at_ms"] <= now_ms
+            or not state["user_active"]
+            or (state["client_id"] is not None and not state["client_enabled"])
+            or state["user_id"] != claims["sub"]
+        ):
+            raise InvalidToken
+        return TrustedCall(
+            org_id=str(claims["org"]),
+            user_id=str(claims["sub"]),
+            session_id=str(claims["sid"]),
+            client_id=claims.get("cid"),
+            scopes=frozenset(str(claims["scp"]).split()),
+            security_epoch=int(state["security_epoch"]),
+            via="access_token",
+        )
+
+    def forget(self, org_id: str, session_id: str) -> None:
+        """Drop a cached session at once (this process revoked it)."""
+        self._cache.pop((org_id, session_id), None)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() not in ("bearer", "oauth") or not value.strip():
+        return None
+    return value.strip()
