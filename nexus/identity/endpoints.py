@@ -57,7 +57,7 @@ State = Annotated[IdentityState, Depends(identity_state)]
 Caller = Annotated[TrustedCall, Depends(trusted_call)]
 
 
-async def _oauth_request(request: Request, cfg: IdentityConfig) -> NexusRequest:
+async def _oauth_request(request: Request) -> NexusRequest:
     data: dict[str, str] = dict(request.query_params.items())
     if request.method == "POST":
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -75,10 +75,14 @@ async def _oauth_request(request: Request, cfg: IdentityConfig) -> NexusRequest:
         if len({k for k, _ in pairs}) != len(pairs):
             raise InvalidRequestError("a parameter appears more than once")
         data.update(pairs)
-    uri = f"{cfg.issuer}{request.url.path}"
+    # authlib refuses plain HTTP except on loopback; the gateway sets x-forwarded-* (and
+    # replaces any a client sent), so this sees the transport the caller really used.
+    scheme = request.headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    uri = f"{scheme}://{host}{request.url.path}"
     if request.url.query:
         uri += f"?{request.url.query}"
-    return NexusRequest(request.method, uri, dict(request.headers), data)
+    return NexusRequest(request.method, uri, request.headers, data)  # case-insensitive
 
 
 def _response(status: int, body: Any, headers: Any) -> Response:
@@ -96,7 +100,7 @@ def _error_response(error: OAuth2Error) -> Response:
 @router.post("/services/oauth2/token")
 async def token(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request, state.cfg)
+        oauth_request = await _oauth_request(request)
     except OAuth2Error as error:
         return _error_response(error)
     data = oauth_request.payload.data
@@ -117,7 +121,7 @@ async def token(request: Request, state: State) -> Response:
 @router.post("/services/oauth2/revoke")
 async def revoke(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request, state.cfg)
+        oauth_request = await _oauth_request(request)
     except OAuth2Error as error:
         return _error_response(error)
     async with unit_of_work(state.sessions) as session:
@@ -131,7 +135,7 @@ async def revoke(request: Request, state: State) -> Response:
 @router.get("/services/oauth2/authorize")
 async def authorize_page(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request, state.cfg)
+        oauth_request = await _oauth_request(request)
     except OAuth2Error as error:
         return _authorize_error(error)
     async with unit_of_work(state.sessions, readonly=True) as session:
@@ -152,7 +156,7 @@ async def authorize_page(request: Request, state: State) -> Response:
 @router.post("/services/oauth2/authorize")
 async def authorize_submit(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request, state.cfg)
+        oauth_request = await _oauth_request(request)
     except OAuth2Error as error:
         return _authorize_error(error)
     data = oauth_request.payload.data

@@ -9,7 +9,7 @@ A server object is built per request around that unit of work's repository.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ def on_loop(func: Callable[..., Awaitable[T]], *args: Any) -> T:
 class NexusRequest(OAuth2Request):  # type: ignore[misc]  # authlib is untyped
     """An OAuth2 request from already-read form/query data (no framework object inside)."""
 
-    def __init__(self, method: str, uri: str, headers: dict[str, str], data: dict[str, str]):
+    def __init__(self, method: str, uri: str, headers: Mapping[str, str], data: dict[str, str]):
         super().__init__(method=method, uri=uri, headers=headers)
         self.payload = BasicOAuth2Payload(data)
         self._data = data

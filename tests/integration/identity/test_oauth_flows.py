@@ -1,0 +1,283 @@
+"""OAuth2 flows with authlib's own httpx client against a real runtime-api, both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from authlib.common.security import generate_token
+from authlib.integrations.httpx_client import AsyncOAuth2Client
+
+from tests.integration.identity.conftest import (
+    ADMIN_PASSWORD,
+    ALICE_PASSWORD,
+    REDIRECT,
+    STALENESS,
+    Identity,
+    sign_in_through_login_page,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+TOKEN_PATH = "/services/oauth2/token"
+
+
+def oauth_client(identity: Identity, which: str, **kw: object) -> AsyncOAuth2Client:
+    registered = getattr(identity, which)
+    return AsyncOAuth2Client(
+        client_id=registered.client_id,
+        client_secret=registered.client_secret,
+        base_url=identity.url,
+        token_endpoint_auth_method="client_secret_post" if registered.client_secret else "none",
+        **kw,
+    )
+
+
+async def userinfo(identity: Identity, access_token: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        return await client.get(
+            "/services/oauth2/userinfo", headers={"Authorization": f"Bearer {access_token}"}
+        )
+
+
+async def test_password_grant_returns_the_salesforce_token_shape(identity: Identity) -> None:
+    async with oauth_client(identity, "confidential") as client:
+        token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}",
+            grant_type="password",
+            username="alice@example.com",
+            password=ALICE_PASSWORD,
+        )
+    for field in ("access_token", "instance_url", "id", "token_type", "issued_at", "signature"):
+        assert field in token, field
+    assert token["token_type"] == "Bearer"
+    assert token["instance_url"] == "http://testserver.nexus"
+    assert token["id"].startswith("http://testserver.nexus/id/00D")
+    assert "refresh_token" not in token  # the password grant never returns one
+    info = await userinfo(identity, token["access_token"])
+    assert info.status_code == 200
+    assert info.json()["preferred_username"] == "alice@example.com"
+
+
+async def test_password_grant_without_client_uses_the_default_public_client(
+    identity: Identity,
+) -> None:
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        reply = await client.post(
+            TOKEN_PATH,
+            data={"grant_type": "password", "username": "admin", "password": ADMIN_PASSWORD},
+        )
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["cache-control"] == "no-store"
+
+
+async def test_client_credentials_act_as_the_run_as_user(identity: Identity) -> None:
+    async with oauth_client(identity, "machine") as client:
+        token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}", grant_type="client_credentials"
+        )
+    info = await userinfo(identity, token["access_token"])
+    assert info.json()["preferred_username"] == "alice@example.com"
+
+
+async def test_authorization_code_with_pkce_then_refresh_rotation(identity: Identity) -> None:
+    verifier = generate_token(64)
+    async with oauth_client(
+        identity,
+        "public",
+        redirect_uri=REDIRECT,
+        scope="api refresh_token",
+        code_challenge_method="S256",
+    ) as client:
+        url, state = client.create_authorization_url(
+            f"{identity.url}/services/oauth2/authorize", code_verifier=verifier
+        )
+        async with httpx.AsyncClient(base_url=identity.url) as browser:
+            answer = await sign_in_through_login_page(
+                browser, url, username="alice@example.com", password=ALICE_PASSWORD
+            )
+        assert answer.status_code == 302
+        location = answer.headers["location"]
+        assert location.startswith(REDIRECT)
+        assert parse_qs(urlsplit(location).query)["state"] == [state]
+        token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}", authorization_response=location, code_verifier=verifier
+        )
+        assert token["refresh_token"]
+        assert set(token["scope"].split()) == {"api", "refresh_token"}
+        assert (await userinfo(identity, token["access_token"])).status_code == 200
+
+        first_refresh = token["refresh_token"]
+        rotated = await client.refresh_token(
+            f"{identity.url}{TOKEN_PATH}", refresh_token=first_refresh
+        )
+        assert rotated["refresh_token"] != first_refresh
+        assert (await userinfo(identity, rotated["access_token"])).status_code == 200
+
+        # Reusing the rotated token: refused, and the whole family (session) is revoked.
+        async with httpx.AsyncClient(base_url=identity.url) as raw:
+            reuse = await raw.post(
+                TOKEN_PATH,
+                data={
+                    "grant_type": "refresh_token",
+                    "refresh_token": first_refresh,
+                    "client_id": identity.public.client_id,
+                },
+            )
+            assert reuse.status_code == 400
+            assert reuse.json()["error"] == "invalid_grant"
+            after = await raw.post(
+                TOKEN_PATH,
+                data={
+                    "grant_type": "refresh_token",
+                    "refresh_token": rotated["refresh_token"],
+                    "client_id": identity.public.client_id,
+                },
+            )
+            assert after.json()["error"] == "invalid_grant"
+        await asyncio.sleep(STALENESS)
+        assert (await userinfo(identity, rotated["access_token"])).status_code == 401
+
+
+async def test_pkce_verifier_mismatch_is_refused(identity: Identity) -> None:
+    async with oauth_client(
+        identity, "public", redirect_uri=REDIRECT, code_challenge_method="S256"
+    ) as client:
+        url, _ = client.create_authorization_url(
+            f"{identity.url}/services/oauth2/authorize", code_verifier=generate_token(64)
+        )
+        async with httpx.AsyncClient(base_url=identity.url) as browser:
+            answer = await sign_in_through_login_page(
+                browser, url, username="alice@example.com", password=ALICE_PASSWORD
+            )
+        code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
+    async with httpx.AsyncClient(base_url=identity.url) as raw:
+        reply = await raw.post(
+            TOKEN_PATH,
+            data={
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": REDIRECT,
+                "client_id": identity.public.client_id,
+                "code_verifier": generate_token(64),
+            },
+        )
+    assert reply.status_code == 400
+    assert reply.json()["error"] == "invalid_grant"
+
+
+async def test_public_clients_must_use_pkce(identity: Identity) -> None:
+    async with httpx.AsyncClient(base_url=identity.url) as browser:
+        page = await browser.get(
+            "/services/oauth2/authorize",
+            params={
+                "response_type": "code",
+                "client_id": identity.public.client_id,
+                "redirect_uri": REDIRECT,
+                "state": "s1",
+            },
+        )
+    assert page.status_code == 302
+    assert "error=invalid_request" in page.headers["location"]
+
+
+async def test_redirect_uri_must_match_exactly_and_is_never_followed(identity: Identity) -> None:
+    for bad in (REDIRECT + "/extra", REDIRECT + "?x=1", "http://127.0.0.1:9/other"):
+        async with httpx.AsyncClient(base_url=identity.url) as browser:
+            page = await browser.get(
+                "/services/oauth2/authorize",
+                params={
+                    "response_type": "code",
+                    "client_id": identity.confidential.client_id,
+                    "redirect_uri": bad,
+                    "state": "s1",
+                },
+            )
+        assert page.status_code == 400, bad
+        assert "location" not in page.headers
+        assert "not valid" in page.text
+
+
+async def test_wrong_password_and_unknown_user_fail_the_same_way(identity: Identity) -> None:
+    async with httpx.AsyncClient(base_url=identity.url) as raw:
+        replies = []
+        for username in ("admin", "nobody@example.com"):
+            replies.append(
+                await raw.post(
+                    TOKEN_PATH,
+                    data={
+                        "grant_type": "password",
+                        "username": username,
+                        "password": "not-the-password-1",
+                    },
+                )
+            )
+    assert [r.status_code for r in replies] == [400, 400]
+    assert (
+        replies[0].json()
+        == replies[1].json()
+        == {"error": "invalid_grant", "error_description": "authentication failure"}
+    )
+
+
+async def test_lockout_after_repeated_failures(identity: Identity) -> None:
+    from nexus.identity import admin
+
+    await admin.create_user(
+        identity.sessions,
+        username="locky",
+        password="locky-password-123",
+        email=None,
+        display_name=None,
+        is_admin=False,
+    )
+    async with httpx.AsyncClient(base_url=identity.url) as raw:
+        for _ in range(3):
+            failed = await raw.post(
+                TOKEN_PATH,
+                data={
+                    "grant_type": "password",
+                    "username": "locky",
+                    "password": "wrong-password-123",
+                },
+            )
+            assert failed.json()["error"] == "invalid_grant"
+        correct = await raw.post(
+            TOKEN_PATH,
+            data={
+                "grant_type": "password",
+                "username": "locky",
+                "password": "locky-password-123",
+            },
+        )
+    assert correct.status_code == 400
+    assert correct.json()["error_description"] == "authentication failure"
+
+
+async def test_a_client_of_another_org_cannot_sign_in_this_orgs_users(identity: Identity) -> None:
+    async with oauth_client(identity, "other_org_client") as client:
+        with pytest.raises(Exception, match="invalid_grant"):
+            await client.fetch_token(
+                f"{identity.url}{TOKEN_PATH}",
+                grant_type="password",
+                username="alice@example.com",
+                password=ALICE_PASSWORD,
+            )
+
+
+async def test_revocation_takes_effect_within_the_staleness_bound(identity: Identity) -> None:
+    async with oauth_client(identity, "confidential") as client:
+        token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}",
+            grant_type="password",
+            username="alice@example.com",
+            password=ALICE_PASSWORD,
+        )
+        assert (await userinfo(identity, token["access_token"])).status_code == 200
+        revoked = await client.revoke_token(
+            f"{identity.url}/services/oauth2/revoke", token=token["access_token"]
+        )
+        assert revoked.status_code == 200
+    await asyncio.sleep(STALENESS)
+    assert (await userinfo(identity, token["access_token"])).status_code == 401
