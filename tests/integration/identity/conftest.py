@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from html import unescape
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from html import unescape
 from pathlib import Path
 
 import httpx
@@ -43,7 +43,6 @@ class Identity:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def identity(backend: Backend, tmp_path_factory) -> AsyncIterator[Identity]:
     var_dir = tmp_path_factory.mktemp("identity-var")
-    url_holder = {}
     engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
     await upgrade_to_head(engine, LogicalService.RUNTIME)
     sessions = session_factory(engine)
@@ -103,7 +102,6 @@ async def identity(backend: Backend, tmp_path_factory) -> AsyncIterator[Identity
     )
     app = create_api_app(settings)
     async with serving(app) as url:
-        url_holder["url"] = url
         yield Identity(
             url=url,
             settings=settings,

@@ -10,6 +10,7 @@ import pytest
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
+from nexus.identity import admin
 from tests.integration.identity.conftest import (
     ADMIN_PASSWORD,
     ALICE_PASSWORD,
@@ -222,8 +223,6 @@ async def test_wrong_password_and_unknown_user_fail_the_same_way(identity: Ident
 
 
 async def test_lockout_after_repeated_failures(identity: Identity) -> None:
-    from nexus.identity import admin
-
     await admin.create_user(
         identity.sessions,
         username="locky",
