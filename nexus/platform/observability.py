@@ -107,7 +107,10 @@ def configure_logging(*, role: str, level: str = "info", fmt: str = "auto") -> N
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True  # our middleware logs access
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # its lines would carry full URLs
+    # Libraries whose debug lines carry URLs, SQL parameters or tokens (authlib logs issued
+    # tokens at DEBUG): they never log below WARNING, whatever the level asked for.
+    for noisy in ("httpx", "httpcore", "authlib", "aiosqlite", "aiomysql", "sqlalchemy", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _identity(

@@ -10,7 +10,9 @@ import pytest
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-from nexus.identity import admin
+from nexus.identity import admin, service
+from nexus.identity.repository import IdentityRepository
+from nexus.platform.db import unit_of_work
 from tests.integration.identity.conftest import (
     ADMIN_PASSWORD,
     ALICE_PASSWORD,
@@ -280,3 +282,41 @@ async def test_revocation_takes_effect_within_the_staleness_bound(identity: Iden
         assert revoked.status_code == 200
     await asyncio.sleep(STALENESS)
     assert (await userinfo(identity, token["access_token"])).status_code == 401
+
+
+async def test_deactivation_and_disabled_apps_cut_off_existing_tokens(identity: Identity) -> None:
+    await admin.create_user(
+        identity.sessions,
+        username="temp@example.com",
+        password="temp-password-1234",
+        email=None,
+        display_name=None,
+        is_admin=False,
+    )
+    async with oauth_client(identity, "confidential") as client:
+        user_token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}",
+            grant_type="password",
+            username="temp@example.com",
+            password="temp-password-1234",
+        )
+    async with oauth_client(identity, "machine") as client:
+        app_token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}", grant_type="client_credentials"
+        )
+    assert (await userinfo(identity, user_token["access_token"])).status_code == 200
+    assert (await userinfo(identity, app_token["access_token"])).status_code == 200
+
+    await admin.revoke_user(identity.sessions, username="temp@example.com", deactivate=True)
+    async with unit_of_work(identity.sessions) as session:
+        repo = IdentityRepository(session)
+        client_row = await repo.client(identity.machine.client_id)
+        await service.disable_client(
+            repo, org_id=client_row["org_id"], client_id=identity.machine.client_id
+        )
+    await asyncio.sleep(STALENESS)
+    assert (await userinfo(identity, user_token["access_token"])).status_code == 401
+    assert (await userinfo(identity, app_token["access_token"])).status_code == 401
+    async with oauth_client(identity, "machine") as client:
+        with pytest.raises(Exception, match="invalid_client"):
+            await client.fetch_token(f"{identity.url}{TOKEN_PATH}", grant_type="client_credentials")
