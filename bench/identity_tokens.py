@@ -28,16 +28,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexus.contracts.roles import LogicalService  # noqa: E402
-from nexus.identity import admin  # noqa: E402
-from nexus.identity.passwords import hash_password, verify_password  # noqa: E402
-from nexus.identity.setup import bootstrap_first_admin  # noqa: E402
-from nexus.platform.db import create_engine, session_factory  # noqa: E402
-from nexus.platform.migrations import upgrade_to_head  # noqa: E402
-from nexus.platform.observability import configure_logging  # noqa: E402
-from nexus.platform.settings import load_settings  # noqa: E402
-from nexus.runtime.app import create_api_app  # noqa: E402
-from tests.support.servers import serving  # noqa: E402
+from nexus.contracts.roles import LogicalService
+from nexus.identity import admin
+from nexus.identity.passwords import hash_password, verify_password
+from nexus.identity.setup import bootstrap_first_admin
+from nexus.platform.db import create_engine, session_factory
+from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.observability import configure_logging
+from nexus.platform.settings import load_settings
+from nexus.runtime.app import create_api_app
+from tests.support.servers import serving
 
 PASSWORD = "bench-password-123456"
 
