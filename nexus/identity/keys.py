@@ -23,6 +23,15 @@ ALGORITHM = "RS256"
 KEY_DIR_NAME = "identity-keys"
 
 
+def _read_keys(directory: Path) -> list[_KeyFile]:
+    keys = []
+    for path in sorted(directory.glob("*.pem")):
+        created, _, kid = path.stem.partition("-")
+        key = RSAKey.import_key(path.read_bytes(), {"kid": kid, "use": "sig", "alg": ALGORITHM})
+        keys.append(_KeyFile(created_ms=int(created), key=key))
+    return keys
+
+
 class TokenInvalid(Exception):
     """A token failed verification. The message is safe to log (never the token)."""
 
@@ -64,8 +73,20 @@ def ensure_key(directory: Path) -> bool:
     return True
 
 
+RELOAD_INTERVAL_SECONDS = 5.0
+
+
 class KeyRing:
-    def __init__(self, keys: list[_KeyFile], *, retire_after_seconds: int) -> None:
+    def __init__(
+        self, keys: list[_KeyFile], *, retire_after_seconds: int, directory: Path | None = None
+    ) -> None:
+        self.directory = directory
+        self.retire_after_seconds = retire_after_seconds
+        self._loaded_at = time.monotonic()
+        self._install(keys)
+
+    def _install(self, keys: list[_KeyFile]) -> None:
+        retire_after_seconds = self.retire_after_seconds
         if not keys:
             raise RuntimeError(
                 "no identity signing key (run `nexus up` or `nexus admin rotate-keys`)"
@@ -81,12 +102,17 @@ class KeyRing:
 
     @classmethod
     def load(cls, directory: Path, *, retire_after_seconds: int) -> KeyRing:
-        keys = []
-        for path in sorted(directory.glob("*.pem")):
-            created, _, kid = path.stem.partition("-")
-            key = RSAKey.import_key(path.read_bytes(), {"kid": kid, "use": "sig", "alg": ALGORITHM})
-            keys.append(_KeyFile(created_ms=int(created), key=key))
-        return cls(keys, retire_after_seconds=retire_after_seconds)
+        return cls(
+            _read_keys(directory), retire_after_seconds=retire_after_seconds, directory=directory
+        )
+
+    def reload_if_due(self) -> bool:
+        """Pick up keys rotated by another process (at most every few seconds)."""
+        if self.directory is None or time.monotonic() - self._loaded_at < RELOAD_INTERVAL_SECONDS:
+            return False
+        self._loaded_at = time.monotonic()
+        self._install(_read_keys(self.directory))
+        return True
 
     @property
     def active_kid(self) -> str:
@@ -107,7 +133,9 @@ class KeyRing:
         try:
             decoded = jwt.decode(token, self.verification, algorithms=[ALGORITHM])
         except (JoseError, ValueError, KeyError, TypeError) as exc:
-            raise TokenInvalid(f"token rejected ({type(exc).__name__})") from None
+            if not self.reload_if_due():
+                raise TokenInvalid(f"token rejected ({type(exc).__name__})") from None
+            return self.verify(token, typ=typ)
         if decoded.header.get("typ") != typ:
             raise TokenInvalid("token of the wrong type")
         return dict(decoded.claims)
