@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from nexus.platform.observability import configure_logging, get_logger
-    from nexus.platform.secrets import workload_secret
+    from nexus.platform.secrets import workload_signer
 
     role, app_name = _role_and_app(args.role, args.app)
     settings = load_settings()
@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else settings.port_for(role)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     sock = bind_socket(host, port)
-    workload_secret(settings)  # fails fast when production lacks it; generates in development
+    workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
     app = build_app(settings, role, app_name)
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]  # an ASGI application built above
@@ -238,7 +238,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     var_dir.mkdir(parents=True, exist_ok=True)
     for role, _ in STACK:
         bind_socket(settings.core.host, settings.port_for(role)).close()
-    ensure_local_secrets(var_dir)
+    ensure_local_secrets(var_dir, [_child_name(role, app) for role, app in STACK])
     services = sorted({s for s in ROLE_SERVICE.values() if s is not None})
     for line in asyncio.run(_migrate(settings, services)):
         log.info("migrate.done", state=line)

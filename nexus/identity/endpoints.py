@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
@@ -11,10 +13,18 @@ from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749.errors import InvalidRequestError
 from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from nexus.contracts.errors import BadRequest, Forbidden, Unauthorized, UpstreamTimeout
 from nexus.contracts.identity import TrustedCall
 from nexus.identity import service
+from nexus.identity.delegation import (
+    WorkloadRejected,
+    WorkloadVerifier,
+    issue_delegation,
+    read_delegation,
+)
 from nexus.identity.errors import AuthenticationFailed, InvalidToken
 from nexus.identity.interceptor import Authenticator, bearer_token
 from nexus.identity.login_page import render_error, render_login
@@ -22,6 +32,7 @@ from nexus.identity.oauth_server import Client, NexusAuthorizationServer, NexusR
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import IdentityConfig
 from nexus.platform.db import unit_of_work
+from nexus.platform.workload import DEADLINE_HEADER, DELEGATION_HEADER, WORKLOAD_HEADER
 
 #: A public client created with the first org, so legacy password-grant callers that send
 #: no client_id still authenticate through a registered client.
@@ -36,6 +47,7 @@ class IdentityState:
     cfg: IdentityConfig
     authenticator: Authenticator
     sessions: async_sessionmaker[AsyncSession]
+    workloads: WorkloadVerifier
 
 
 def identity_state(request: Request) -> IdentityState:
@@ -51,6 +63,44 @@ async def trusted_call(
     if token is None:
         raise InvalidToken("Session expired or invalid")
     return await identity_state(request).authenticator.from_access_token(token)
+
+
+def _deadline(raw: str | None) -> int:
+    """Internal calls must say until when the caller waits; a passed deadline is not worked on."""
+    if raw is None or not raw.isdigit():
+        raise BadRequest(f"missing or malformed {DEADLINE_HEADER} header")
+    deadline = int(raw)
+    if deadline <= time.time() * 1000:
+        raise UpstreamTimeout("the caller's deadline has passed", code="DEADLINE_EXCEEDED")
+    return deadline
+
+
+def _workload(request: Request, capability: str) -> str:
+    try:
+        return identity_state(request).workloads.verify(
+            request.headers.get(WORKLOAD_HEADER), capability=capability
+        )
+    except WorkloadRejected as exc:
+        if exc.forbidden:
+            raise Forbidden(str(exc), code="WORKLOAD_NOT_ALLOWED") from None
+        raise Unauthorized("workload authentication failed", code="INVALID_WORKLOAD") from None
+
+
+def internal_call(capability: str) -> Callable[[Request], Awaitable[TrustedCall]]:
+    """The dependency of every internal Runtime endpoint: workload + delegation + deadline."""
+
+    async def dependency(request: Request) -> TrustedCall:
+        state = identity_state(request)
+        workload = _workload(request, capability)
+        deadline = _deadline(request.headers.get(DEADLINE_HEADER))
+        claims = read_delegation(
+            state.cfg, request.headers.get(DELEGATION_HEADER), workload=workload
+        )
+        return await state.authenticator.from_delegation(
+            claims, workload=workload, deadline_ms=deadline
+        )
+
+    return dependency
 
 
 State = Annotated[IdentityState, Depends(identity_state)]
@@ -256,3 +306,45 @@ async def openid_configuration(state: State) -> dict[str, Any]:
 @router.get("/.well-known/jwks.json")
 async def jwks(state: State) -> dict[str, Any]:
     return state.cfg.keys.jwks()
+
+
+class ExchangeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    credential: str = Field(min_length=1, max_length=8192, repr=False)
+
+
+class ExchangeResponse(BaseModel):
+    delegation: str = Field(repr=False)
+    expires_in: int
+    org_id: str
+    user_id: str
+    session_id: str
+    scopes: list[str]
+    security_epoch: int
+
+
+@router.post("/internal/v1/identity/exchange", response_model=ExchangeResponse)
+async def exchange(request: Request, body: ExchangeRequest, state: State) -> ExchangeResponse:
+    """IdentityContext.Exchange: a user's access token + the caller's workload -> delegation."""
+    workload = _workload(request, "identity.exchange")
+    _deadline(request.headers.get(DEADLINE_HEADER))
+    caller = await state.authenticator.from_access_token(body.credential)
+    token, ttl = issue_delegation(state.cfg, caller, workload=workload)
+    return ExchangeResponse(
+        delegation=token,
+        expires_in=ttl,
+        org_id=caller.org_id,
+        user_id=caller.user_id,
+        session_id=caller.session_id,
+        scopes=sorted(caller.scopes),
+        security_epoch=caller.security_epoch,
+    )
+
+
+@router.post("/internal/v1/identity/whoami", response_model=TrustedCall)
+async def whoami(
+    caller: Annotated[TrustedCall, Depends(internal_call("identity.read"))],
+) -> TrustedCall:
+    """The trusted context Runtime derived for this internal call (diagnostics, identity URL)."""
+    return caller

@@ -93,6 +93,37 @@ class Authenticator:
             via="access_token",
         )
 
+    async def from_delegation(
+        self, claims: dict[str, Any], *, workload: str, deadline_ms: int
+    ) -> TrustedCall:
+        """A verified delegation -> TrustedCall, if its session is still good and its epoch is
+        not below the org's current SecurityEpoch (any revocation since forces a new one)."""
+        cached = await self._session(str(claims["org"]), str(claims["sid"]))
+        state = cached.state
+        now_ms = cached.db_now_ms + int((time.monotonic() - cached.fetched) * 1000)
+        if (
+            state is None
+            or state["revoked_at_ms"] is not None
+            or state["expires_at_ms"] <= now_ms
+            or not state["user_active"]
+            or (state["client_id"] is not None and not state["client_enabled"])
+            or state["user_id"] != claims["sub"]
+            or int(claims["sep"]) < int(state["security_epoch"])
+        ):
+            raise InvalidToken("delegation no longer valid")
+        return TrustedCall(
+            org_id=str(claims["org"]),
+            user_id=str(claims["sub"]),
+            session_id=str(claims["sid"]),
+            client_id=claims.get("cid"),
+            scopes=frozenset(str(claims["scp"]).split()),
+            security_epoch=int(state["security_epoch"]),
+            via="delegation",
+            workload=workload,
+            app_installation_id=claims.get("ain"),
+            deadline_ms=deadline_ms,
+        )
+
     def forget(self, org_id: str, session_id: str) -> None:
         """Drop a cached session at once (this process revoked it)."""
         self._cache.pop((org_id, session_id), None)

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.identity import service
+from nexus.identity.delegation import RUNTIME_AUDIENCE, WorkloadVerifier
 from nexus.identity.endpoints import DEFAULT_CLIENT_ID, IdentityState
 from nexus.identity.interceptor import Authenticator
 from nexus.identity.keys import KeyRing, ensure_key, key_dir
@@ -20,6 +21,7 @@ from nexus.platform.observability import get_logger
 from nexus.platform.secrets import secrets_dir
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import Settings, SettingsError
+from nexus.platform.workload import load_public_keys, workload_key_dir
 
 log = get_logger(__name__)
 ADMIN_USERNAME = "admin"
@@ -54,8 +56,12 @@ def identity_lifespan(
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         cfg = load_identity_config(settings)
+        workload_keys = load_public_keys(workload_key_dir(secrets_dir(settings.var_dir)))
         app.state.identity = IdentityState(
-            cfg=cfg, authenticator=Authenticator(cfg, state.sessions), sessions=state.sessions
+            cfg=cfg,
+            authenticator=Authenticator(cfg, state.sessions),
+            sessions=state.sessions,
+            workloads=WorkloadVerifier(workload_keys, audience=RUNTIME_AUDIENCE),
         )
         yield
 

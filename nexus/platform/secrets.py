@@ -1,21 +1,22 @@
-"""Local secrets for development stacks, generated on first start into `<var>/secrets/`.
+"""Local secrets, generated on first start into `<var>/secrets/` (directory 0700, keys 0600).
 
-Files are created with mode 0600 inside a 0700 directory, written to a temporary name and
-linked into place, so a crash never leaves a half-written secret and a concurrent starter
-never overwrites one. Their contents are never logged; only their names are.
+Development generates what is missing; production (`NEXUS_ENV=production`) requires every
+secret to be provisioned and fails at start, naming the missing file. Contents are never
+logged; only names are.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-from collections.abc import Callable
 from pathlib import Path
 
 from nexus.platform.observability import get_logger
 from nexus.platform.settings import Settings, SettingsError
-
-WORKLOAD_SECRET_FILE = "workload.key"  # noqa: S105  (a file name, not a secret)
+from nexus.platform.workload import (
+    WorkloadKeyMissing,
+    WorkloadSigner,
+    ensure_workload_keys,
+    workload_key_dir,
+)
 
 log = get_logger(__name__)
 
@@ -24,54 +25,22 @@ def secrets_dir(var_dir: Path) -> Path:
     return var_dir / "secrets"
 
 
-def _new_workload_secret() -> bytes:
-    return secrets.token_hex(32).encode()
-
-
-def _ensure_file(path: Path, generate: Callable[[], bytes]) -> bool:
-    """Create `path` (0600) with generated content unless it exists. True when created."""
-    if path.exists():
-        return False
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(generate())
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def ensure_local_secrets(var_dir: Path) -> list[str]:
-    """Generate missing local secrets; returns the names of those created."""
+def ensure_local_secrets(var_dir: Path, workloads: list[str]) -> list[str]:
+    """Generate missing workload key pairs; returns the workload names created."""
     directory = secrets_dir(var_dir)
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    created = [
-        name
-        for name, generate in ((WORKLOAD_SECRET_FILE, _new_workload_secret),)
-        if _ensure_file(directory / name, generate)
-    ]
+    created = ensure_workload_keys(workload_key_dir(directory), workloads)
     if created:
-        log.info("secrets.generated", names=created, directory=str(directory))
+        log.info("secrets.generated", workload_keys=created, directory=str(directory))
     return created
 
 
-def workload_secret(settings: Settings) -> bytes:
-    """The shared secret roles use to prove their workload identity to one another.
-
-    Production requires NEXUS_WORKLOAD_SECRET; development falls back to the generated file.
-    """
-    configured = settings.secrets.workload_secret
-    if configured is not None:
-        return configured.get_secret_value().encode()
-    if settings.core.env == "production":
-        raise SettingsError("NEXUS_WORKLOAD_SECRET: required when NEXUS_ENV=production")
-    ensure_local_secrets(settings.var_dir)
-    return (secrets_dir(settings.var_dir) / WORKLOAD_SECRET_FILE).read_bytes().strip()
+def workload_signer(settings: Settings, name: str) -> WorkloadSigner:
+    """This role's workload identity: generated in development, required in production."""
+    if settings.core.env == "development":
+        ensure_local_secrets(settings.var_dir, [name])
+    try:
+        return WorkloadSigner.load(workload_key_dir(secrets_dir(settings.var_dir)), name)
+    except WorkloadKeyMissing as exc:
+        raise SettingsError(f"NEXUS_VAR_DIR: {exc}") from None

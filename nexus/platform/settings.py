@@ -104,21 +104,6 @@ class UpstreamSettings(BaseSettings):
         return value.rstrip("/") if value else value
 
 
-class SecretSettings(BaseSettings):
-    """Secrets; when unset in development they are generated into the var dir (0600)."""
-
-    model_config = _config()
-
-    workload_secret: SecretStr | None = None
-
-    @field_validator("workload_secret")
-    @classmethod
-    def _strong(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < 32:
-            raise ValueError("must be at least 32 characters")
-        return value
-
-
 class IdentitySettings(BaseSettings):
     """Identity: token lifetimes, lockout, and the security staleness SLO."""
 
@@ -142,7 +127,6 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     LogSettings,
     GatewaySettings,
     UpstreamSettings,
-    SecretSettings,
     IdentitySettings,
 )
 
@@ -161,7 +145,6 @@ class Settings:
     log: LogSettings
     gateway: GatewaySettings
     upstreams: UpstreamSettings
-    secrets: SecretSettings
     identity: IdentitySettings
 
     @property
@@ -244,6 +227,5 @@ def load_settings(**overrides: Any) -> Settings:
         log=_build(LogSettings, overrides),
         gateway=_build(GatewaySettings, overrides),
         upstreams=_build(UpstreamSettings, overrides),
-        secrets=_build(SecretSettings, overrides),
         identity=_build(IdentitySettings, overrides),
     )

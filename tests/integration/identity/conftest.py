@@ -17,6 +17,7 @@ from nexus.identity.repository import IdentityRepository
 from nexus.identity.setup import bootstrap_first_admin
 from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.secrets import ensure_local_secrets
 from nexus.platform.settings import load_settings
 from nexus.runtime.app import create_api_app
 from tests.conftest import Backend
@@ -93,6 +94,7 @@ async def identity(backend: Backend, tmp_path_factory) -> AsyncIterator[Identity
             grant_types=["password"],
             scopes=["api"],
         )
+    ensure_local_secrets(var_dir, ["app-sfcrm", "catalog", "integration"])
     settings = load_settings(
         var_dir=var_dir,
         runtime_database_url=backend.url(LogicalService.RUNTIME),

@@ -1,0 +1,105 @@
+"""Workload identity between roles: each role signs short-lived ES256 tokens with its own key.
+
+Keys live in `<var>/secrets/workload/`: `<name>.key` (private, 0600, only the role itself
+needs it) and `<name>.pub` (public, what receivers load). A receiver that trusts a workload
+needs only its `.pub` file. Which workload may call which capability is decided by the
+receiver (for Runtime: Identity), never by the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+WORKLOAD_HEADER = "x-nexus-workload"
+DELEGATION_HEADER = "x-nexus-delegation"
+DEADLINE_HEADER = "x-nexus-deadline"  # epoch milliseconds by which the caller stops waiting
+WORKLOAD_ALGORITHM = "ES256"
+WORKLOAD_TOKEN_TYPE = "workload+jwt"  # noqa: S105  (a JWT typ header, not a secret)
+WORKLOAD_TOKEN_TTL_SECONDS = 60
+
+
+class WorkloadKeyMissing(Exception):
+    """A role has no workload key; the message names the file (never key material)."""
+
+
+def workload_key_dir(secrets_dir: Path) -> Path:
+    return secrets_dir / "workload"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def ensure_workload_keys(directory: Path, names: Iterable[str]) -> list[str]:
+    """Create a key pair for each workload that has none; returns the names created."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    created = []
+    for name in names:
+        private = directory / f"{name}.key"
+        if private.exists():
+            continue
+        key = ECKey.generate_key("P-256", private=True)
+        _write_private(private, key.as_pem(private=True))
+        (directory / f"{name}.pub").write_bytes(key.as_pem(private=False))
+        created.append(name)
+    return created
+
+
+def load_public_keys(directory: Path) -> dict[str, ECKey]:
+    """Every workload this receiver can recognise, by name."""
+    return {path.stem: ECKey.import_key(path.read_bytes()) for path in directory.glob("*.pub")}
+
+
+class WorkloadSigner:
+    """Mints this role's workload tokens (one per call; they live at most a minute)."""
+
+    def __init__(self, name: str, key: ECKey) -> None:
+        self.name = name
+        self._key = key
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> WorkloadSigner:
+        path = directory / f"{name}.key"
+        if not path.is_file():
+            raise WorkloadKeyMissing(f"no workload key for {name!r} at {path}")
+        return cls(name, ECKey.import_key(path.read_bytes()))
+
+    def token(self, audience: str, *, ttl_seconds: int = WORKLOAD_TOKEN_TTL_SECONDS) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": self.name,
+            "aud": audience,
+            "iat": now,
+            "exp": now + min(ttl_seconds, WORKLOAD_TOKEN_TTL_SECONDS),
+            "jti": secrets.token_urlsafe(12),
+        }
+        header = {"alg": WORKLOAD_ALGORITHM, "kid": self.name, "typ": WORKLOAD_TOKEN_TYPE}
+        return jwt.encode(header, claims, self._key, algorithms=[WORKLOAD_ALGORITHM])
+
+    def headers(
+        self, audience: str, *, deadline_ms: int, delegation: str | None = None
+    ) -> dict[str, str]:
+        """The headers of one internal call: who is calling, for whom, until when."""
+        headers = {WORKLOAD_HEADER: self.token(audience), DEADLINE_HEADER: str(deadline_ms)}
+        if delegation is not None:
+            headers[DELEGATION_HEADER] = delegation
+        return headers
