@@ -417,6 +417,25 @@ def cmd_admin_revoke_user(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_admin_list_clients(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    for client in _admin(args, admin.list_clients):
+        state = "enabled" if client["enabled"] else "disabled"
+        kind = "public" if client["public"] else "confidential"
+        grants = ",".join(client["grant_types"])  # type: ignore[arg-type]  # list of str
+        print(f"{client['client_id']}  {state:8}  {kind:12}  {grants}  {client['name']}")
+    return 0
+
+
+def cmd_admin_disable_client(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    _admin(args, admin.disable_client, client_id=args.client_id)
+    print("connected app disabled; its sessions are revoked")
+    return 0
+
+
 def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
     from nexus.identity.keys import generate_key, key_dir
     from nexus.platform.secrets import secrets_dir
@@ -472,6 +491,11 @@ def make_parser() -> argparse.ArgumentParser:
     client.add_argument("--run-as", help="username the client_credentials grant acts as")
     client.add_argument("--public", action="store_true", help="no secret; PKCE required")
     client.set_defaults(handler=cmd_admin_create_client)
+    clients = admin_sub.add_parser("list-clients", help="list Connected Apps")
+    clients.set_defaults(handler=cmd_admin_list_clients)
+    disable = admin_sub.add_parser("disable-client", help="disable a Connected App")
+    disable.add_argument("--client-id", required=True)
+    disable.set_defaults(handler=cmd_admin_disable_client)
     revoke = admin_sub.add_parser("revoke-user", help="revoke every session of a user")
     revoke.add_argument("--username", required=True)
     revoke.add_argument("--deactivate", action="store_true")

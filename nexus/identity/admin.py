@@ -101,3 +101,32 @@ async def revoke_user(
         return await service.revoke(
             repo, org_id=user["org_id"], reason="admin_revoked", user_id=user["user_id"]
         )
+
+
+async def list_clients(sessions: async_sessionmaker[AsyncSession]) -> list[dict[str, object]]:
+    """Connected Apps of the org, without secrets (only their digests are stored anyway)."""
+    async with unit_of_work(sessions, readonly=True) as session:
+        repo = IdentityRepository(session)
+        rows = await repo.clients(await _org_id(repo))
+    result = []
+    for row in rows:
+        redirect_uris, grant_types, scopes = service.client_lists(row)
+        result.append(
+            {
+                "client_id": row["client_id"],
+                "name": row["name"],
+                "public": row["secret_hash"] is None,
+                "enabled": bool(row["is_enabled"]),
+                "grant_types": grant_types,
+                "scopes": scopes,
+                "redirect_uris": redirect_uris,
+            }
+        )
+    return result
+
+
+async def disable_client(sessions: async_sessionmaker[AsyncSession], *, client_id: str) -> None:
+    """Disable a Connected App and revoke every session it opened."""
+    async with unit_of_work(sessions) as session:
+        repo = IdentityRepository(session)
+        await service.disable_client(repo, org_id=await _org_id(repo), client_id=client_id)

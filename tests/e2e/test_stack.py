@@ -82,6 +82,15 @@ def running_stack(
                 lines.append(line)
             elapsed = time.monotonic() - started
             assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
+            password = next(
+                line.split("password: ", 1)[1].strip() for line in lines if "password: " in line
+            )
+            token = httpx.post(
+                f"http://127.0.0.1:{base}/services/oauth2/token",
+                data={"grant_type": "password", "username": "admin", "password": password},
+                timeout=10,
+            )
+            assert token.status_code == 200, token.text  # the printed first-admin password works
             yield proc, base, elapsed
         finally:
             if proc.poll() is None:

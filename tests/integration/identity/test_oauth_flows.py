@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -222,6 +223,38 @@ async def test_wrong_password_and_unknown_user_fail_the_same_way(identity: Ident
         == replies[1].json()
         == {"error": "invalid_grant", "error_description": "authentication failure"}
     )
+
+
+async def test_unknown_users_take_as_long_as_wrong_passwords(identity: Identity) -> None:
+    """No fast path reveals which usernames exist: both run one argon2 verification."""
+
+    async def median_ms(username: str) -> float:
+        timings = []
+        async with httpx.AsyncClient(base_url=identity.url) as raw:
+            for _ in range(3):
+                started = time.perf_counter()
+                await raw.post(
+                    TOKEN_PATH,
+                    data={
+                        "grant_type": "password",
+                        "username": username,
+                        "password": "no-such-pw-1",
+                    },
+                )
+                timings.append((time.perf_counter() - started) * 1000)
+        return sorted(timings)[1]
+
+    await admin.create_user(
+        identity.sessions,
+        username="timing@example.com",
+        password="timing-password-1",
+        email=None,
+        display_name=None,
+        is_admin=False,
+    )
+    known = await median_ms("timing@example.com")
+    unknown = await median_ms("nobody-at-all@example.com")
+    assert unknown > 0.5 * known, (unknown, known)
 
 
 async def test_lockout_after_repeated_failures(identity: Identity) -> None:
