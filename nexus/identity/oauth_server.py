@@ -9,6 +9,7 @@ A server object is built per request around that unit of work's repository.
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,11 +21,12 @@ from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oidc.core.grants import OpenIDCode
 from sqlalchemy.engine import RowMapping
 
 from nexus.identity import service
 from nexus.identity.errors import AuthenticationFailed
-from nexus.identity.keys import TokenInvalid
+from nexus.identity.keys import ALGORITHM, TokenInvalid
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import IdentityConfig
 from nexus.platform.db import read_db_now_ms
@@ -120,6 +122,19 @@ class AuthorizationCode:
     def get_scope(self) -> str:
         return str(self.row["scope"])
 
+    def get_nonce(self) -> str | None:
+        value = self.row["nonce"]
+        return str(value) if value else None
+
+    def get_auth_time(self) -> int:
+        return int(self.row["created_at_ms"]) // 1000
+
+    def get_acr(self) -> None:
+        return None
+
+    def get_amr(self) -> list[str]:
+        return ["pwd"]
+
     @property
     def code_challenge(self) -> str | None:
         value = self.row["code_challenge"]
@@ -141,6 +156,48 @@ class S256Only(CodeChallenge):  # type: ignore[misc]  # authlib is untyped
         if grant.client.is_public and not grant.request.payload.data.get("code_challenge"):
             raise InvalidRequestError("PKCE (code_challenge, S256) is required for public clients")
         super().validate_code_challenge(grant, redirect_uri)
+
+
+class OpenIDConnect(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+    """ID tokens for the `openid` scope of the authorization code flow (RS256, our key ring)."""
+
+    def __init__(self, server: NexusAuthorizationServer) -> None:
+        super().__init__(require_nonce=False)
+        self.server = server
+
+    def resolve_client_private_key(self, client: Client) -> Any:
+        return self.server.cfg.keys.active
+
+    def get_client_algorithm(self, client: Client) -> str:
+        return ALGORITHM
+
+    def get_encode_header(self, client: Client) -> dict[str, str]:
+        return {"alg": ALGORITHM, "kid": self.server.cfg.keys.active_kid, "typ": "JWT"}
+
+    def get_client_claims(self, client: Client) -> dict[str, Any]:
+        now = int(time.time())
+        return {
+            "iss": self.server.cfg.issuer,
+            "aud": [client.client_id],
+            "exp": now + self.server.cfg.settings.access_token_ttl_seconds,
+        }
+
+    def exists_nonce(self, nonce: str, request: NexusRequest) -> bool:
+        """A nonce already bound to an authorization code of this client is a replay."""
+        found: bool = on_loop(self.server.repo.nonce_used, request.payload.client_id, nonce)
+        return found
+
+    def generate_user_info(self, user: User, scope: str) -> dict[str, Any]:
+        row = user.row
+        return {
+            "sub": row["user_id"],
+            "name": row["display_name"],
+            "preferred_username": row["username"],
+            "email": row["email"],
+            "locale": row["locale"],
+            "zoneinfo": row["time_zone"],
+            "organization_id": row["org_id"],
+        }
 
 
 class PasswordGrant(grants.ResourceOwnerPasswordCredentialsGrant):  # type: ignore[misc]
@@ -265,7 +322,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.refreshed: service.IssuedTokens | None = None
         self.register_grant(PasswordGrant)
         self.register_grant(ClientCredentialsGrant)
-        self.register_grant(AuthorizationCodeGrant, [S256Only(required=True)])
+        self.register_grant(AuthorizationCodeGrant, [S256Only(required=True), OpenIDConnect(self)])
         self.register_grant(RefreshTokenGrant)
         self.register_endpoint(Revocation)
         self.register_token_generator("default", self._generate)

@@ -269,6 +269,17 @@ class IdentityRepository:
         )
         return result.mappings().first()
 
+    async def nonce_used(self, client_id: str, nonce: str) -> bool:
+        result = await self.session.execute(
+            select(m.authorization_code.c.code_hash)
+            .where(
+                m.authorization_code.c.client_id == client_id,
+                m.authorization_code.c.nonce == nonce,
+            )
+            .limit(1)
+        )
+        return result.first() is not None
+
     async def use_authorization_code(self, *, org_id: str, code_hash: str, now_ms: int) -> bool:
         """CAS unused -> used: a code is redeemed at most once."""
         result = await self.session.execute(

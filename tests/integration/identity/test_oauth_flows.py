@@ -10,6 +10,8 @@ import httpx
 import pytest
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import AsyncOAuth2Client
+from joserfc import jwt
+from joserfc.jwk import KeySet
 
 from nexus.identity import admin, service
 from nexus.identity.repository import IdentityRepository
@@ -353,3 +355,48 @@ async def test_deactivation_and_disabled_apps_cut_off_existing_tokens(identity: 
     async with oauth_client(identity, "machine") as client:
         with pytest.raises(Exception, match="invalid_client"):
             await client.fetch_token(f"{identity.url}{TOKEN_PATH}", grant_type="client_credentials")
+
+
+async def test_openid_scope_returns_a_verifiable_id_token(identity: Identity) -> None:
+    oidc = await admin.create_client(
+        identity.sessions,
+        name="OIDC app",
+        redirect_uris=[REDIRECT],
+        grant_types=["authorization_code"],
+        scopes=["openid", "api"],
+        run_as_username=None,
+        public=True,
+    )
+    verifier = generate_token(64)
+    async with AsyncOAuth2Client(
+        client_id=oidc.client_id,
+        token_endpoint_auth_method="none",
+        redirect_uri=REDIRECT,
+        scope="openid api",
+        code_challenge_method="S256",
+    ) as client:
+        url, _ = client.create_authorization_url(
+            f"{identity.url}/services/oauth2/authorize",
+            code_verifier=verifier,
+            nonce="n-0S6_WzA2Mj",
+        )
+        async with httpx.AsyncClient(base_url=identity.url) as browser:
+            answer = await sign_in_through_login_page(
+                browser, url, username="alice@example.com", password=ALICE_PASSWORD
+            )
+            jwks = (await browser.get("/.well-known/jwks.json")).json()
+            discovery = (await browser.get("/.well-known/openid-configuration")).json()
+        token = await client.fetch_token(
+            f"{identity.url}{TOKEN_PATH}",
+            authorization_response=answer.headers["location"],
+            code_verifier=verifier,
+        )
+    id_token = jwt.decode(token["id_token"], KeySet.import_key_set(jwks), algorithms=["RS256"])
+    assert id_token.claims["iss"] == discovery["issuer"] == "http://testserver.nexus"
+    assert id_token.claims["aud"] == [oidc.client_id]
+    assert id_token.claims["nonce"] == "n-0S6_WzA2Mj"
+    assert id_token.claims["preferred_username"] == "alice@example.com"
+    assert "at_hash" in id_token.claims
+    # an ID token is not an access token
+    assert (await userinfo(identity, token["id_token"])).status_code == 401
+    assert (await userinfo(identity, token["access_token"])).status_code == 200
