@@ -378,6 +378,7 @@ def cmd_admin_create_user(args: argparse.Namespace) -> int:
         email=args.email,
         display_name=args.display_name,
         is_admin=args.admin,
+        role=args.role,
     )
     print(f"user_id: {created.user_id}")
     print(f"username: {created.username}")
@@ -414,6 +415,23 @@ def cmd_admin_revoke_user(args: argparse.Namespace) -> int:
         if args.deactivate
         else f"sessions revoked: {revoked}"
     )
+    return 0
+
+
+def cmd_admin_bootstrap(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    created = asyncio.run(_bootstrap_admin(settings))
+    if created is None:
+        print("users exist already; nothing to do")
+    _announce_admin(created)
+    return 0
+
+
+def cmd_admin_create_role(args: argparse.Namespace) -> int:
+    from nexus.identity import admin
+
+    role_id = _admin(args, admin.create_role, name=args.name, parent=args.parent)
+    print(f"role_id: {role_id}")
     return 0
 
 
@@ -474,6 +492,11 @@ def make_parser() -> argparse.ArgumentParser:
     make.add_argument("-m", "--message", required=True)
     make.set_defaults(handler=cmd_makemigration)
 
+    _add_admin_parser(sub)
+    return parser
+
+
+def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     admin = sub.add_parser("admin", help="identity administration")
     admin_sub = admin.add_subparsers(dest="admin_command", required=True, parser_class=_Parser)
     user = admin_sub.add_parser("create-user", help="create a user (prints a generated password)")
@@ -481,6 +504,7 @@ def make_parser() -> argparse.ArgumentParser:
     user.add_argument("--email")
     user.add_argument("--display-name")
     user.add_argument("--admin", action="store_true", help="System Administrator")
+    user.add_argument("--role", help="role in the role hierarchy")
     user.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     user.set_defaults(handler=cmd_admin_create_user)
     client = admin_sub.add_parser("create-client", help="create a Connected App (OAuth client)")
@@ -491,6 +515,10 @@ def make_parser() -> argparse.ArgumentParser:
     client.add_argument("--run-as", help="username the client_credentials grant acts as")
     client.add_argument("--public", action="store_true", help="no secret; PKCE required")
     client.set_defaults(handler=cmd_admin_create_client)
+    role = admin_sub.add_parser("create-role", help="add a role to the role hierarchy")
+    role.add_argument("--name", required=True)
+    role.add_argument("--parent", help="the role above it")
+    role.set_defaults(handler=cmd_admin_create_role)
     clients = admin_sub.add_parser("list-clients", help="list Connected Apps")
     clients.set_defaults(handler=cmd_admin_list_clients)
     disable = admin_sub.add_parser("disable-client", help="disable a Connected App")
@@ -500,9 +528,10 @@ def make_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--username", required=True)
     revoke.add_argument("--deactivate", action="store_true")
     revoke.set_defaults(handler=cmd_admin_revoke_user)
+    boot = admin_sub.add_parser("bootstrap", help="on an empty database: org + first admin")
+    boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
-    return parser
 
 
 def _port(raw: str) -> int:

@@ -35,6 +35,7 @@ async def create_user(
     email: str | None,
     display_name: str | None,
     is_admin: bool,
+    role: str | None = None,
 ) -> CreatedUser:
     generated = None if password else secrets.token_urlsafe(18)
     async with unit_of_work(sessions) as session:
@@ -47,6 +48,7 @@ async def create_user(
             email=email,
             display_name=display_name,
             is_admin=is_admin,
+            role_name=role,
         )
     return CreatedUser(
         user_id=user_id, username=username.strip().lower(), generated_password=generated
@@ -130,3 +132,12 @@ async def disable_client(sessions: async_sessionmaker[AsyncSession], *, client_i
     async with unit_of_work(sessions) as session:
         repo = IdentityRepository(session)
         await service.disable_client(repo, org_id=await _org_id(repo), client_id=client_id)
+
+
+async def create_role(
+    sessions: async_sessionmaker[AsyncSession], *, name: str, parent: str | None
+) -> str:
+    """A role in the org's role hierarchy (used by sharing rules), under `parent` if given."""
+    async with unit_of_work(sessions) as session:
+        repo = IdentityRepository(session)
+        return await service.create_role(repo, org_id=await _org_id(repo), name=name, parent=parent)
