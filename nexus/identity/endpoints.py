@@ -179,6 +179,8 @@ async def revoke(request: Request, state: State) -> Response:
         status, body, headers = await anyio.to_thread.run_sync(
             server.create_endpoint_response, "revocation", oauth_request
         )
+    for org_id, session_id in server.revoked:  # committed: this replica forgets at once
+        state.authenticator.forget(org_id, session_id)
     return _response(status, body, headers)
 
 

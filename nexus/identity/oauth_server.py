@@ -320,6 +320,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.repo = repo
         self.cfg = cfg
         self.refreshed: service.IssuedTokens | None = None
+        self.revoked: list[tuple[str, str]] = []  # (org_id, session_id) revoked by this request
         self.register_grant(PasswordGrant)
         self.register_grant(ClientCredentialsGrant)
         self.register_grant(AuthorizationCodeGrant, [S256Only(required=True), OpenIDConnect(self)])
@@ -450,3 +451,4 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
 
     async def revoke_session(self, org_id: str, session_id: str) -> None:
         await service.revoke(self.repo, org_id=org_id, reason="revoked", session_id=session_id)
+        self.revoked.append((org_id, session_id))
