@@ -19,7 +19,7 @@ from nexus.contracts.identity import TrustedCall
 from nexus.identity.errors import InvalidToken
 from nexus.identity.keys import TokenInvalid
 from nexus.identity.repository import IdentityRepository
-from nexus.identity.service import ACCESS_TOKEN_TYPE, IdentityConfig
+from nexus.identity.service import ACCESS_TOKEN_TYPE, IdentityConfig, session_usable
 from nexus.platform.db import read_db_now_ms, unit_of_work
 
 _REQUIRED = ("iss", "aud", "sub", "org", "sid", "scp", "sep", "iat", "exp")
@@ -67,57 +67,34 @@ class Authenticator:
         self._cache[key] = fresh
         return fresh
 
-    async def from_access_token(self, token: str) -> TrustedCall:
-        claims = self._claims(token)
+    async def _live_session(self, claims: dict[str, Any]) -> tuple[RowMapping, int]:
+        """The claims' session state, if it is still usable for the claimed user; and `now`."""
         cached = await self._session(str(claims["org"]), str(claims["sid"]))
-        state = cached.state
         # the database clock, advanced by the time since it was read
         now_ms = cached.db_now_ms + int((time.monotonic() - cached.fetched) * 1000)
-        if (
-            state is None
-            or int(claims["exp"]) * 1000 <= now_ms
-            or state["revoked_at_ms"] is not None
-            or state["expires_at_ms"] <= now_ms
-            or not state["user_active"]
-            or (state["client_id"] is not None and not state["client_enabled"])
-            or state["user_id"] != claims["sub"]
-        ):
+        state = cached.state
+        if state is None or state["user_id"] != claims["sub"] or not session_usable(state, now_ms):
             raise InvalidToken
-        return TrustedCall(
-            org_id=str(claims["org"]),
-            user_id=str(claims["sub"]),
-            session_id=str(claims["sid"]),
-            client_id=claims.get("cid"),
-            scopes=frozenset(str(claims["scp"]).split()),
-            security_epoch=int(state["security_epoch"]),
-            via="access_token",
-        )
+        return state, now_ms
+
+    async def from_access_token(self, token: str) -> TrustedCall:
+        claims = self._claims(token)
+        state, now_ms = await self._live_session(claims)
+        if int(claims["exp"]) * 1000 <= now_ms:
+            raise InvalidToken
+        return _trusted(claims, state, via="access_token")
 
     async def from_delegation(
         self, claims: dict[str, Any], *, workload: str, deadline_ms: int
     ) -> TrustedCall:
         """A verified delegation -> TrustedCall, if its session is still good and its epoch is
         not below the org's current SecurityEpoch (any revocation since forces a new one)."""
-        cached = await self._session(str(claims["org"]), str(claims["sid"]))
-        state = cached.state
-        now_ms = cached.db_now_ms + int((time.monotonic() - cached.fetched) * 1000)
-        if (
-            state is None
-            or state["revoked_at_ms"] is not None
-            or state["expires_at_ms"] <= now_ms
-            or not state["user_active"]
-            or (state["client_id"] is not None and not state["client_enabled"])
-            or state["user_id"] != claims["sub"]
-            or int(claims["sep"]) < int(state["security_epoch"])
-        ):
+        state, _ = await self._live_session(claims)
+        if int(claims["sep"]) < int(state["security_epoch"]):
             raise InvalidToken("delegation no longer valid")
-        return TrustedCall(
-            org_id=str(claims["org"]),
-            user_id=str(claims["sub"]),
-            session_id=str(claims["sid"]),
-            client_id=claims.get("cid"),
-            scopes=frozenset(str(claims["scp"]).split()),
-            security_epoch=int(state["security_epoch"]),
+        return _trusted(
+            claims,
+            state,
             via="delegation",
             workload=workload,
             app_installation_id=claims.get("ain"),
@@ -127,6 +104,18 @@ class Authenticator:
     def forget(self, org_id: str, session_id: str) -> None:
         """Drop a cached session at once (this process revoked it)."""
         self._cache.pop((org_id, session_id), None)
+
+
+def _trusted(claims: dict[str, Any], state: RowMapping, **extra: Any) -> TrustedCall:
+    return TrustedCall(
+        org_id=str(claims["org"]),
+        user_id=str(claims["sub"]),
+        session_id=str(claims["sid"]),
+        client_id=claims.get("cid"),
+        scopes=frozenset(str(claims["scp"]).split()),
+        security_epoch=int(state["security_epoch"]),
+        **extra,
+    )
 
 
 def bearer_token(authorization: str | None) -> str | None:

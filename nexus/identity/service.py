@@ -377,7 +377,7 @@ async def refresh_session(
         or row["expires_at_ms"] <= now
         or state is None
         or state["client_id"] != client_id
-        or not _session_usable(state, now)
+        or not session_usable(state, now)
     ):
         return None
     if not await repo.rotate_refresh_token(org_id=org_id, token_hash=row["token_hash"], now_ms=now):
@@ -404,7 +404,8 @@ async def refresh_session(
     )
 
 
-def _session_usable(state: RowMapping, now: int) -> bool:
+def session_usable(state: RowMapping, now: int) -> bool:
+    """Not revoked, not expired, its user active and its client (if any) enabled."""
     return (
         state["revoked_at_ms"] is None
         and state["expires_at_ms"] > now
