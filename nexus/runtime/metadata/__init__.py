@@ -1,0 +1,1 @@
+"""Runtime metadata: immutable definition versions with active pointers, applied atomically."""

@@ -1,0 +1,373 @@
+"""Metadata definitions (objects and fields) and their validation.
+
+A batch is validated as a whole against the currently active definitions; every problem is
+reported with the path of the offending entry (`objects[2].fields[0].type`), and nothing of an
+invalid batch is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+FieldType = Literal[
+    "text",
+    "textarea",
+    "long_text",
+    "email",
+    "phone",
+    "url",
+    "number",
+    "currency",
+    "percent",
+    "checkbox",
+    "date",
+    "datetime",
+    "picklist",
+    "multi_picklist",
+    "lookup",
+    "master_detail",
+    "auto_number",
+]
+SharingModel = Literal["Private", "Read", "ReadWrite", "ControlledByParent"]
+
+API_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*(?:__c)?$")
+MAX_NAME = 40
+#: Names of the system fields every object has; no definition may reuse them.
+SYSTEM_FIELDS = (
+    "Id",
+    "OwnerId",
+    "CreatedById",
+    "CreatedDate",
+    "LastModifiedById",
+    "LastModifiedDate",
+    "SystemModstamp",
+    "IsDeleted",
+)
+RESERVED = frozenset(
+    name.lower()
+    for name in (
+        *SYSTEM_FIELDS,
+        "org_id",
+        "row_version",
+        "select",
+        "from",
+        "where",
+        "and",
+        "or",
+        "not",
+        "null",
+        "order",
+        "group",
+        "by",
+        "limit",
+        "offset",
+        "having",
+        "table",
+        "index",
+        "true",
+        "false",
+        "like",
+        "in",
+        "is",
+        "update",
+        "delete",
+        "insert",
+        "create",
+        "drop",
+        "alter",
+        "join",
+        "union",
+        "all",
+        "desc",
+        "asc",
+        "key",
+        "primary",
+        "default",
+        "type",
+        "user",
+        "group",
+        "rows",
+        "fields",
+    )
+)
+#: Key prefixes the platform itself uses (identity ids).
+RESERVED_PREFIXES = frozenset({"00D", "005", "0Ak", "00E"})
+
+UNIQUE_CAPABLE = ("text", "email", "number", "auto_number", "phone", "url")
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+Name = Annotated[str, Field(min_length=1)]
+
+
+class PicklistValue(BaseModel):
+    model_config = _STRICT
+
+    value: Name
+    label: str | None = None
+    default: bool = False
+    active: bool = True
+
+
+class FieldDef(BaseModel):
+    model_config = _STRICT
+
+    api_name: Name
+    label: Name
+    type: FieldType
+    length: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+    values: tuple[PicklistValue, ...] | None = None
+    restricted: bool = False
+    reference_to: str | None = None
+    relationship_name: str | None = None
+    child_relationship_name: str | None = None
+    on_delete: Literal["set_null", "restrict", "cascade"] | None = None
+    required: bool = False
+    unique: bool = False
+    external_id: bool = False
+    format: str | None = None  # auto-number, e.g. "INV-{0000}"
+    default_value: Any = None
+    track_history: bool = False
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> FieldDef:
+        for check in (_lengths, _numbers, _picklists, _references, _auto_numbers, _uniques):
+            check(self)
+        return self
+
+    @property
+    def effective_precision(self) -> tuple[int, int]:
+        precision = self.precision if self.precision is not None else 18
+        scale = self.scale if self.scale is not None else (2 if self.type == "currency" else 0)
+        return precision, scale
+
+
+def _lengths(f: FieldDef) -> None:
+    if f.type == "text":
+        if f.length is None or not 1 <= f.length <= 255:
+            raise ValueError("text needs length 1-255")
+    elif f.length is not None and f.type not in ("textarea", "long_text"):
+        raise ValueError(f"{f.type} takes no length")
+
+
+def _numbers(f: FieldDef) -> None:
+    if f.type in ("number", "currency", "percent"):
+        precision, scale = f.effective_precision
+        if not 1 <= precision <= 18 or not 0 <= scale <= precision:
+            raise ValueError("precision is 1-18 and scale 0-precision")
+    elif f.precision is not None or f.scale is not None:
+        raise ValueError(f"{f.type} takes no precision or scale")
+
+
+def _picklists(f: FieldDef) -> None:
+    if f.type not in ("picklist", "multi_picklist"):
+        if f.values is not None:
+            raise ValueError(f"{f.type} takes no values")
+        return
+    if not f.values:
+        raise ValueError(f"{f.type} needs values")
+    names = [v.value for v in f.values]
+    if len(set(names)) != len(names):
+        raise ValueError("picklist values must be unique")
+    if f.type == "picklist" and sum(v.default for v in f.values) > 1:
+        raise ValueError("a picklist has at most one default value")
+
+
+def _references(f: FieldDef) -> None:
+    if f.type not in ("lookup", "master_detail"):
+        if f.reference_to or f.relationship_name or f.on_delete:
+            raise ValueError(f"{f.type} takes no reference_to, relationship_name or on_delete")
+        return
+    if not f.reference_to:
+        raise ValueError(f"{f.type} needs reference_to")
+    if not f.relationship_name:
+        raise ValueError(f"{f.type} needs relationship_name")
+    allowed = ("cascade",) if f.type == "master_detail" else ("set_null", "restrict")
+    if f.on_delete is not None and f.on_delete not in allowed:
+        raise ValueError(f"{f.type} on_delete must be one of {', '.join(allowed)}")
+
+
+def _auto_numbers(f: FieldDef) -> None:
+    if f.type == "auto_number":
+        if not f.format or not re.search(r"\{0+\}", f.format):
+            raise ValueError("auto_number needs a format such as 'INV-{0000}'")
+    elif f.format is not None:
+        raise ValueError(f"{f.type} takes no format")
+
+
+def _uniques(f: FieldDef) -> None:
+    if (f.unique or f.external_id) and f.type not in UNIQUE_CAPABLE:
+        raise ValueError(f"{f.type} cannot be unique or an external id")
+
+
+class ObjectDef(BaseModel):
+    model_config = _STRICT
+
+    api_name: Name
+    label: Name
+    plural_label: Name
+    key_prefix: str = Field(pattern=r"^[0-9A-Za-z]{3}$")
+    sharing_model: SharingModel = "Private"
+    name_field: FieldDef
+    fields: tuple[FieldDef, ...] = ()
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _name_field(self) -> ObjectDef:
+        if self.name_field.api_name != "Name":
+            raise ValueError("the name field's api_name is 'Name'")
+        if self.name_field.type not in ("text", "auto_number"):
+            raise ValueError("the name field is text or auto_number")
+        return self
+
+    def all_fields(self) -> tuple[FieldDef, ...]:
+        return (self.name_field, *self.fields)
+
+
+class MetadataBatch(BaseModel):
+    model_config = _STRICT
+
+    objects: tuple[ObjectDef, ...] = ()
+
+
+class MetadataProblem(BaseModel):
+    path: str
+    message: str
+
+
+class InvalidMetadata(Exception):
+    def __init__(self, problems: list[MetadataProblem]) -> None:
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems[:5]))
+        self.problems = problems
+
+
+def parse_batch(raw: Any) -> MetadataBatch:
+    """Shape checks (types, required keys); InvalidMetadata names each offending path."""
+    try:
+        return MetadataBatch.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidMetadata(
+            [
+                MetadataProblem(
+                    path=_path(err["loc"]), message=str(err["msg"]).removeprefix("Value error, ")
+                )
+                for err in exc.errors()
+            ]
+        ) from None
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("function-after[_shape()]", "function-after[_name_field()]"):
+            out += f".{part}" if out else str(part)
+    return out or "(batch)"
+
+
+def check_batch(batch: MetadataBatch, active: dict[str, ObjectDef]) -> list[MetadataProblem]:
+    """Cross-definition rules against the active metadata. Empty list: the batch is valid."""
+    problems: list[MetadataProblem] = []
+
+    def problem(path: str, message: str) -> None:
+        problems.append(MetadataProblem(path=path, message=message))
+
+    resulting = dict(active)
+    seen: set[str] = set()
+    for i, obj in enumerate(batch.objects):
+        path = f"objects[{i}]"
+        key = obj.api_name.lower()
+        if key in seen:
+            problem(f"{path}.api_name", f"duplicate object {obj.api_name!r} in this batch")
+        seen.add(key)
+        _check_object(obj, path, resulting, problem)
+        if key in active:
+            _check_evolution(active[key], obj, path, problem)
+        resulting[key] = obj
+    for i, obj in enumerate(batch.objects):
+        _check_references(obj, f"objects[{i}]", resulting, problem)
+    return problems
+
+
+def _check_object(obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], problem: Any) -> None:
+    _check_name(obj.api_name, f"{path}.api_name", problem)
+    if obj.key_prefix in RESERVED_PREFIXES:
+        problem(f"{path}.key_prefix", f"key prefix {obj.key_prefix!r} is reserved")
+    for other in resulting.values():
+        if other.key_prefix == obj.key_prefix and other.api_name.lower() != obj.api_name.lower():
+            problem(
+                f"{path}.key_prefix", f"key prefix {obj.key_prefix!r} is used by {other.api_name}"
+            )
+    names: set[str] = set()
+    for j, field in enumerate(obj.all_fields()):
+        fpath = f"{path}.name_field" if j == 0 else f"{path}.fields[{j - 1}]"
+        if j > 0:
+            _check_name(field.api_name, f"{fpath}.api_name", problem)
+        if field.api_name.lower() in names:
+            problem(f"{fpath}.api_name", f"duplicate field {field.api_name!r}")
+        names.add(field.api_name.lower())
+
+
+def _check_references(
+    obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], problem: Any
+) -> None:
+    for j, field in enumerate(obj.fields):
+        if field.reference_to and field.reference_to.lower() not in resulting:
+            problem(f"{path}.fields[{j}].reference_to", f"no object named {field.reference_to!r}")
+    if obj.sharing_model == "ControlledByParent" and not any(
+        f.type == "master_detail" for f in obj.fields
+    ):
+        problem(f"{path}.sharing_model", "ControlledByParent needs a master-detail field")
+
+
+def _check_name(name: str, path: str, problem: Any) -> None:
+    if len(name) > MAX_NAME:
+        problem(path, f"names have at most {MAX_NAME} characters")
+    elif not API_NAME.fullmatch(name):
+        problem(
+            path,
+            "names start with a letter, use letters, digits and single '_' (and may end in '__c')",
+        )
+    elif name.lower() in RESERVED or name.lower().removesuffix("__c") in RESERVED:
+        problem(path, f"{name!r} is a reserved word")
+
+
+def _check_evolution(previous: ObjectDef, new: ObjectDef, path: str, problem: Any) -> None:
+    """Phase one is additive: no removed field, no changed type, no changed key prefix."""
+    if previous.key_prefix != new.key_prefix:
+        problem(f"{path}.key_prefix", "the key prefix of an existing object cannot change")
+    new_fields = {f.api_name.lower(): f for f in new.all_fields()}
+    for old in previous.all_fields():
+        current = new_fields.get(old.api_name.lower())
+        if current is None:
+            problem(
+                f"{path}.fields",
+                f"removing field {old.api_name!r} is not supported (additive only)",
+            )
+            continue
+        if current.type != old.type:
+            problem(
+                f"{path}.fields.{old.api_name}",
+                f"changing the type of {old.api_name!r} ({old.type} -> {current.type}) is refused",
+            )
+        elif _storage(current) != _storage(old):
+            problem(
+                f"{path}.fields.{old.api_name}",
+                f"changing the storage of {old.api_name!r} is refused",
+            )
+        if current.reference_to != old.reference_to:
+            problem(f"{path}.fields.{old.api_name}", "a reference target cannot change")
+
+
+def _storage(field: FieldDef) -> tuple[Any, ...]:
+    return (
+        field.type,
+        field.length,
+        field.effective_precision if field.type in ("number", "currency", "percent") else None,
+        field.unique or field.external_id,
+    )

@@ -1,0 +1,1 @@
+"""The schema owner: physical record tables, additive DDL, journaled and reconciled."""
