@@ -5,17 +5,28 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import MetaData
 
 from nexus.contracts.roles import LogicalService
 from nexus.identity.models import metadata as identity_metadata
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head, version_table
+from nexus.runtime.metadata.models import metadata as runtime_metadata
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.asyncio
 
 
-async def test_runtime_migrations_match_the_identity_models(backend: Backend) -> None:
+def _runtime_models() -> MetaData:
+    combined = MetaData()
+    for source in (identity_metadata, runtime_metadata):
+        for table in source.tables.values():
+            table.to_metadata(combined)
+    return combined
+
+
+async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
+    models = _runtime_models()
     engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
     try:
         await upgrade_to_head(engine, LogicalService.RUNTIME)
@@ -27,11 +38,11 @@ async def test_runtime_migrations_match_the_identity_models(backend: Backend) ->
                     "compare_type": True,
                     "version_table": version_table(LogicalService.RUNTIME),
                     "include_name": lambda name, kind, _parent: (
-                        kind != "table" or name in identity_metadata.tables
+                        kind != "table" or name in models.tables
                     ),
                 },
             )
-            return compare_metadata(context, identity_metadata)
+            return compare_metadata(context, models)
 
         async with engine.connect() as conn:
             differences = await conn.run_sync(diff)
