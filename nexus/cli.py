@@ -26,7 +26,7 @@ from nexus.contracts.roles import KNOWN_APPS, ROLE_SERVICE, LogicalService, Role
 from nexus.platform.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
     from nexus.platform.supervisor import Supervisor
 
@@ -419,7 +419,10 @@ def cmd_admin_revoke_user(args: argparse.Namespace) -> int:
 
 
 def cmd_admin_bootstrap(args: argparse.Namespace) -> int:
+    from nexus.platform.observability import configure_logging
+
     settings = load_settings()
+    configure_logging(role="admin", level="warning", fmt=settings.log.log_format)
     created = asyncio.run(_bootstrap_admin(settings))
     if created is None:
         print("users exist already; nothing to do")
@@ -464,6 +467,91 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- metadata
+
+
+@asynccontextmanager
+async def _runtime_engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    from nexus.platform.db import create_engine
+
+    engine = create_engine(
+        settings.database_url(LogicalService.RUNTIME),
+        application_name="nexus-metadata",
+        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+    )
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def cmd_metadata_apply(args: argparse.Namespace) -> int:
+    import yaml
+
+    from nexus.contracts.errors import NexusError
+    from nexus.platform.observability import configure_logging
+    from nexus.runtime.metadata.definitions import InvalidMetadata
+    from nexus.runtime.metadata.service import apply_metadata
+
+    settings = load_settings()
+    configure_logging(role="metadata", level="warning", fmt=settings.log.log_format)
+    try:
+        raw = yaml.safe_load(Path(args.file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read {args.file}: {type(exc).__name__}: {_safe(exc)}") from None
+
+    async def run() -> Any:
+        async with _runtime_engine(settings) as engine:
+            org_id = args.org_id or await _first_org_id(engine)
+            return await apply_metadata(
+                engine, org_id=org_id, raw=raw, failpoint=settings.core.failpoint
+            )
+
+    try:
+        result = asyncio.run(run())
+    except InvalidMetadata as exc:
+        for problem in exc.problems:
+            print(f"{args.file}: {problem.path}: {problem.message}", file=sys.stderr)
+        raise CliError(
+            f"{len(exc.problems)} problem(s); nothing was applied", EXIT_FAILURE
+        ) from None
+    except NexusError as exc:
+        raise CliError(exc.message, EXIT_FAILURE) from None
+    for version in result.versions:
+        print(f"{version['kind']} {version['name']}: version {version['version']}")
+    for name in result.unchanged:
+        print(f"object {name}: unchanged")
+    print(f"schema generation {result.schema_generation}", end=", ")
+    print(f"metadata revision {result.metadata_revision}")
+    return 0
+
+
+async def _first_org_id(engine: AsyncEngine) -> str:
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import session_factory, unit_of_work
+
+    async with unit_of_work(session_factory(engine), readonly=True) as session:
+        org = await IdentityRepository(session).first_org()
+    if org is None:
+        raise CliError("no org yet: run `nexus up` or `nexus admin bootstrap` first", EXIT_FAILURE)
+    return str(org["org_id"])
+
+
+def cmd_metadata_resume(args: argparse.Namespace) -> int:
+    from nexus.runtime.metadata.service import resume_staged
+
+    settings = load_settings()
+
+    async def run() -> list[str]:
+        async with _runtime_engine(settings) as engine:
+            return await resume_staged(engine)
+
+    done = asyncio.run(run())
+    print(f"completed {len(done)} staged metadata apply(s)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -493,6 +581,14 @@ def make_parser() -> argparse.ArgumentParser:
     make.set_defaults(handler=cmd_makemigration)
 
     _add_admin_parser(sub)
+    meta = sub.add_parser("metadata", help="apply metadata (objects and fields)")
+    meta_sub = meta.add_subparsers(dest="metadata_command", required=True, parser_class=_Parser)
+    apply = meta_sub.add_parser("apply", help="apply a YAML batch atomically")
+    apply.add_argument("file")
+    apply.add_argument("--org-id", help="default: the deployment's org")
+    apply.set_defaults(handler=cmd_metadata_apply)
+    resume = meta_sub.add_parser("resume", help="complete applies interrupted by a crash")
+    resume.set_defaults(handler=cmd_metadata_resume)
     return parser
 
 

@@ -42,6 +42,8 @@ class CoreSettings(BaseSettings):
     public_base_url: str | None = None
     shutdown_grace_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     migrations_dir: Path | None = None
+    #: Testing only: crash the process at a named point (e.g. `metadata.after_ddl`).
+    failpoint: str | None = None
 
 
 class DatabaseSettings(BaseSettings):

@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
 from fastapi import FastAPI
 
 from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
-from nexus.platform.service_app import create_service_app
+from nexus.platform.observability import get_logger
+from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.runtime.metadata.service import resume_staged
 
+log = get_logger(__name__)
 API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1")
 WORKER_CAPABILITIES = ("ops.v1",)
+
+
+def _api_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    identity = identity_lifespan(settings)
+
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        async with identity(app, state):
+            completed = await resume_staged(state.engine)
+            if completed:
+                log.info("metadata.resumed", applies=len(completed))
+            yield
+
+    return start
 
 
 def create_api_app(settings: Settings) -> FastAPI:
@@ -20,7 +42,7 @@ def create_api_app(settings: Settings) -> FastAPI:
         role=Role.RUNTIME_API,
         service=LogicalService.RUNTIME,
         capabilities=API_CAPABILITIES,
-        on_start=identity_lifespan(settings),
+        on_start=_api_lifespan(settings),
     )
     app.include_router(identity_router)
     return app

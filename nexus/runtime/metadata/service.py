@@ -1,0 +1,229 @@
+"""Apply a metadata batch: validate -> stage versions + journal DDL -> reconcile -> activate.
+
+1. One transaction validates the whole batch against the active metadata, stores the new
+   immutable definition versions (inactive), journals one schema operation per table whose
+   physical shape must change, and records the apply as `staged`. Invalid batches store
+   nothing.
+2. The schema owner reconciles each journaled operation (observe, then additive DDL).
+3. One transaction flips the apply to `active` by compare-and-set, moves the active pointers
+   and advances the org's metadata revision (and SchemaGeneration when DDL ran).
+
+A crash between any two steps leaves a `staged` apply; `resume_staged` (run by runtime-api at
+start-up and by `nexus metadata resume`) completes it, re-observing the schema first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.errors import Conflict
+from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.observability import get_logger
+from nexus.runtime.metadata.definitions import (
+    InvalidMetadata,
+    MetadataBatch,
+    ObjectDef,
+    check_batch,
+    parse_batch,
+)
+from nexus.runtime.metadata.repository import MetadataRepository
+from nexus.runtime.schema.owner import SchemaConflict, reconcile_table
+from nexus.runtime.schema.spec import TableSpec, desired_table
+
+OBJECT = "object"
+FAILPOINT_AFTER_DDL = "metadata.after_ddl"
+log = get_logger(__name__)
+
+
+class MetadataApplyFailed(Conflict):
+    default_code = "METADATA_APPLY_FAILED"
+
+
+@dataclass
+class ApplyResult:
+    apply_id: str
+    versions: list[dict[str, Any]] = field(default_factory=list)  # [{kind, name, version}]
+    unchanged: list[str] = field(default_factory=list)
+    schema_generation: int = 0
+    metadata_revision: int = 0
+    state: str = "staged"
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+async def active_objects(repo: MetadataRepository, org_id: str) -> dict[str, ObjectDef]:
+    rows = await repo.active_definitions(org_id, OBJECT)
+    return {row["name"].lower(): ObjectDef.model_validate_json(row["body"]) for row in rows}
+
+
+async def apply_metadata(
+    engine: AsyncEngine, *, org_id: str, raw: Any, failpoint: str | None = None
+) -> ApplyResult:
+    """Apply a batch atomically; InvalidMetadata (nothing stored) or the new versions."""
+    batch = parse_batch(raw)
+    result = await _stage(engine, org_id=org_id, batch=batch)
+    if not result.versions:
+        return await _state(engine, org_id, result)
+    return await _complete(engine, org_id=org_id, apply_id=result.apply_id, failpoint=failpoint)
+
+
+async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> ApplyResult:
+    apply_id = str(uuid.uuid4())
+    result = ApplyResult(apply_id=apply_id)
+    async with unit_of_work(session_factory(engine)) as session:
+        repo = MetadataRepository(session)
+        active = await active_objects(repo, org_id)
+        problems = check_batch(batch, active)
+        if problems:
+            raise InvalidMetadata(problems)
+        await repo.ensure_org_state(org_id)
+        now = await read_db_now_ms(session)
+        latest = await repo.latest_versions(org_id, OBJECT)
+        current_digests = {
+            r["name"].lower(): r["digest"] for r in await repo.active_definitions(org_id, OBJECT)
+        }
+        staged: list[list[Any]] = []
+        for obj in batch.objects:
+            body = obj.model_dump_json()
+            digest = _digest(body)
+            if current_digests.get(obj.api_name.lower()) == digest:
+                result.unchanged.append(obj.api_name)
+                continue
+            name = next((n for n in latest if n.lower() == obj.api_name.lower()), obj.api_name)
+            version = latest.get(name, 0) + 1
+            await repo.insert_definition(
+                org_id=org_id,
+                kind=OBJECT,
+                name=name,
+                version=version,
+                body=body,
+                digest=digest,
+                apply_id=apply_id,
+                created_at_ms=now,
+            )
+            staged.append([OBJECT, name, version])
+            result.versions.append({"kind": OBJECT, "name": name, "version": version})
+            spec = desired_table(obj)
+            previous = active.get(obj.api_name.lower())
+            if previous is None or desired_table(previous).fingerprint() != spec.fingerprint():
+                await repo.insert_operation(
+                    org_id=org_id,
+                    operation_id=str(uuid.uuid4()),
+                    apply_id=apply_id,
+                    table_name=spec.name,
+                    desired_spec=spec.to_json(),
+                    desired_fingerprint=spec.fingerprint(),
+                    state="pending",
+                    attempts=0,
+                    created_at_ms=now,
+                )
+        if staged:
+            await repo.insert_apply(
+                org_id=org_id, apply_id=apply_id, definitions=staged, now_ms=now
+            )
+    return result
+
+
+async def _complete(
+    engine: AsyncEngine, *, org_id: str, apply_id: str, failpoint: str | None = None
+) -> ApplyResult:
+    sessions = session_factory(engine)
+    async with unit_of_work(sessions, readonly=True) as session:
+        repo = MetadataRepository(session)
+        operations = await repo.operations(org_id, apply_id)
+        apply_row = await repo.apply(org_id, apply_id)
+    if apply_row is None:
+        raise MetadataApplyFailed(f"no metadata apply {apply_id}")
+    ran_ddl = False
+    for op in operations:
+        if op["state"] == "failed":
+            raise MetadataApplyFailed(op["error"] or "schema operation failed")
+        spec = TableSpec.from_json(op["desired_spec"])
+        try:
+            _before, after = await reconcile_table(engine, spec)
+        except SchemaConflict as exc:
+            await _fail(engine, org_id, apply_id, op["operation_id"], str(exc))
+            raise MetadataApplyFailed(str(exc)) from None
+        ran_ddl = True
+        async with unit_of_work(sessions) as session:
+            await MetadataRepository(session).finish_operation(
+                org_id=org_id,
+                operation_id=op["operation_id"],
+                state="applied",
+                actual_fingerprint=after,
+                now_ms=await read_db_now_ms(session),
+            )
+    if failpoint == FAILPOINT_AFTER_DDL:
+        log.warning("failpoint.crash", point=failpoint)
+        os._exit(137)  # simulate a crash between DDL and activation (tests only)
+    async with unit_of_work(sessions) as session:
+        repo = MetadataRepository(session)
+        now = await read_db_now_ms(session)
+        if await repo.finish_apply(org_id=org_id, apply_id=apply_id, state="active", now_ms=now):
+            for kind, name, version in json.loads(apply_row["definitions"]):
+                await repo.set_active(
+                    org_id=org_id, kind=kind, name=name, version=version, now_ms=now
+                )
+            await repo.advance_org_state(org_id, schema_changed=ran_ddl)
+    log.info("metadata.applied", apply_id=apply_id, operations=len(operations))
+    result = ApplyResult(
+        apply_id=apply_id,
+        versions=[
+            {"kind": k, "name": n, "version": v} for k, n, v in json.loads(apply_row["definitions"])
+        ],
+    )
+    return await _state(engine, org_id, result)
+
+
+async def _fail(
+    engine: AsyncEngine, org_id: str, apply_id: str, operation_id: str, error: str
+) -> None:
+    async with unit_of_work(session_factory(engine)) as session:
+        repo = MetadataRepository(session)
+        now = await read_db_now_ms(session)
+        await repo.finish_operation(
+            org_id=org_id,
+            operation_id=operation_id,
+            state="failed",
+            actual_fingerprint=None,
+            now_ms=now,
+            error=error,
+        )
+        await repo.finish_apply(
+            org_id=org_id, apply_id=apply_id, state="failed", now_ms=now, error=error
+        )
+
+
+async def _state(engine: AsyncEngine, org_id: str, result: ApplyResult) -> ApplyResult:
+    async with unit_of_work(session_factory(engine), readonly=True) as session:
+        repo = MetadataRepository(session)
+        state = await repo.org_state(org_id)
+        apply_row = await repo.apply(org_id, result.apply_id)
+    if state is not None:
+        result.schema_generation = int(state["schema_generation"])
+        result.metadata_revision = int(state["metadata_revision"])
+    result.state = apply_row["state"] if apply_row is not None else "active"
+    return result
+
+
+async def resume_staged(engine: AsyncEngine, *, org_id: str | None = None) -> list[str]:
+    """Complete every staged apply (after a crash); returns the apply ids completed."""
+    async with unit_of_work(session_factory(engine), readonly=True) as session:
+        staged = await MetadataRepository(session).staged_applies(org_id)
+    done = []
+    for row in staged:
+        try:
+            await _complete(engine, org_id=row["org_id"], apply_id=row["apply_id"])
+            done.append(row["apply_id"])
+        except MetadataApplyFailed as exc:
+            log.error("metadata.resume_failed", apply_id=row["apply_id"], error=exc.message)
+    return done
