@@ -36,9 +36,9 @@ CLOCK_SKEW_SECONDS = 5
 #: Which workload may call which internal Runtime capability. Runtime decides; callers only
 #: present who they are.
 CAPABILITIES: Mapping[str, frozenset[str]] = {
-    "app-sfcrm": frozenset({"identity.exchange", "identity.read"}),
+    "app-sfcrm": frozenset({"identity.exchange", "identity.read", "runtime.metadata.apply"}),
     "integration": frozenset({"identity.read"}),
-    "catalog": frozenset(),
+    "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),
 }

@@ -13,10 +13,11 @@ from nexus.identity.setup import identity_lifespan
 from nexus.platform.observability import get_logger
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
-API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1")
+API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1")
 WORKER_CAPABILITIES = ("ops.v1",)
 
 
@@ -45,6 +46,7 @@ def create_api_app(settings: Settings) -> FastAPI:
         on_start=_api_lifespan(settings),
     )
     app.include_router(identity_router)
+    app.include_router(runtime_router)
     return app
 
 
