@@ -1,0 +1,1 @@
+"""Records: ids, coercion and validation per field type, the mutation and read pipelines."""
