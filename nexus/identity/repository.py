@@ -52,6 +52,11 @@ class IdentityRepository:
         )
         return int(result.scalar_one())
 
+    async def advance_security_epoch_if_org(self, org_id: str) -> int | None:
+        if await self.org(org_id) is None:
+            return None
+        return await self.advance_security_epoch(org_id)
+
     # ------------------------------------------------------------------ users
     async def count_users(self) -> int:
         return int(
@@ -296,6 +301,10 @@ class IdentityRepository:
     # ------------------------------------------------------------------ roles
     async def insert_role(self, **values: Any) -> None:
         await self.session.execute(insert(m.role).values(**values))
+
+    async def role_names(self, org_id: str) -> set[str]:
+        result = await self.session.execute(select(m.role.c.name).where(m.role.c.org_id == org_id))
+        return {str(name) for name in result.scalars()}
 
     async def role_by_name(self, org_id: str, name: str) -> RowMapping | None:
         result = await self.session.execute(

@@ -228,10 +228,82 @@ class ObjectDef(BaseModel):
         return (self.name_field, *self.fields)
 
 
+class ObjectPermission(BaseModel):
+    model_config = _STRICT
+
+    object: Name
+    create: bool = False
+    read: bool = False
+    edit: bool = False
+    delete: bool = False
+    view_all: bool = False
+    modify_all: bool = False
+    #: Baseline field-level security for every field of the object (entries refine it).
+    all_fields: Literal["none", "read", "edit"] = "none"
+
+    @model_validator(mode="after")
+    def _implied(self) -> ObjectPermission:
+        if (self.edit or self.create or self.delete or self.view_all) and not self.read:
+            raise ValueError("create, edit, delete and view_all need read")
+        if self.delete and not self.edit:
+            raise ValueError("delete needs edit")
+        if self.modify_all and not (self.view_all and self.delete):
+            raise ValueError("modify_all needs view_all and delete")
+        return self
+
+
+class FieldPermission(BaseModel):
+    model_config = _STRICT
+
+    field: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")]  # Object.Field
+    read: bool = False
+    edit: bool = False
+
+    @model_validator(mode="after")
+    def _edit_needs_read(self) -> FieldPermission:
+        if self.edit and not self.read:
+            raise ValueError("edit needs read")
+        return self
+
+
+class PermissionSetDef(BaseModel):
+    model_config = _STRICT
+
+    api_name: Name
+    label: Name
+    view_all_data: bool = False
+    modify_all_data: bool = False
+    objects: tuple[ObjectPermission, ...] = ()
+    fields: tuple[FieldPermission, ...] = ()
+
+
+class Criterion(BaseModel):
+    model_config = _STRICT
+
+    field: Name
+    operator: Literal["equals", "not_equals", "in"] = "equals"
+    value: str | int | float | bool | tuple[str, ...]
+
+
+class SharingRuleDef(BaseModel):
+    model_config = _STRICT
+
+    api_name: Name
+    label: Name
+    object: Name
+    criteria: tuple[Criterion, ...] = Field(min_length=1)
+    share_with_role: Name
+    include_subordinates: bool = False
+    access: Literal["Read", "Edit"] = "Read"
+    active: bool = True
+
+
 class MetadataBatch(BaseModel):
     model_config = _STRICT
 
     objects: tuple[ObjectDef, ...] = ()
+    permission_sets: tuple[PermissionSetDef, ...] = ()
+    sharing_rules: tuple[SharingRuleDef, ...] = ()
 
 
 class MetadataProblem(BaseModel):
@@ -270,7 +342,9 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(batch)"
 
 
-def check_batch(batch: MetadataBatch, active: dict[str, ObjectDef]) -> list[MetadataProblem]:
+def check_batch(
+    batch: MetadataBatch, active: dict[str, ObjectDef], roles: set[str] | None = None
+) -> list[MetadataProblem]:
     """Cross-definition rules against the active metadata. Empty list: the batch is valid."""
     problems: list[MetadataProblem] = []
 
@@ -291,7 +365,65 @@ def check_batch(batch: MetadataBatch, active: dict[str, ObjectDef]) -> list[Meta
         resulting[key] = obj
     for i, obj in enumerate(batch.objects):
         _check_references(obj, f"objects[{i}]", resulting, problem)
+    _check_access(batch, resulting, roles, problem)
     return problems
+
+
+def _field_of(resulting: dict[str, ObjectDef], object_name: str, field: str) -> FieldDef | None:
+    obj = resulting.get(object_name.lower())
+    if obj is None:
+        return None
+    return next((f for f in obj.all_fields() if f.api_name.lower() == field.lower()), None)
+
+
+def _check_access(
+    batch: MetadataBatch, resulting: dict[str, ObjectDef], roles: set[str] | None, problem: Any
+) -> None:
+    for kind, items in (
+        ("permission_sets", batch.permission_sets),
+        ("sharing_rules", batch.sharing_rules),
+    ):
+        names = [item.api_name.lower() for item in items]
+        for i, name in enumerate(names):
+            _check_name(items[i].api_name, f"{kind}[{i}].api_name", problem)
+            if name in names[:i]:
+                problem(f"{kind}[{i}].api_name", "duplicate name in this batch")
+    for i, pset in enumerate(batch.permission_sets):
+        _check_permission_set(pset, f"permission_sets[{i}]", resulting, problem)
+    for i, rule in enumerate(batch.sharing_rules):
+        _check_sharing_rule(rule, f"sharing_rules[{i}]", resulting, roles, problem)
+
+
+def _check_permission_set(
+    pset: PermissionSetDef, path: str, resulting: dict[str, ObjectDef], problem: Any
+) -> None:
+    for j, perm in enumerate(pset.objects):
+        if perm.object.lower() not in resulting:
+            problem(f"{path}.objects[{j}].object", f"no object named {perm.object!r}")
+    for j, fperm in enumerate(pset.fields):
+        object_name, field_name = fperm.field.split(".", 1)
+        if _field_of(resulting, object_name, field_name) is None:
+            problem(f"{path}.fields[{j}].field", f"no field {fperm.field!r}")
+
+
+def _check_sharing_rule(
+    rule: SharingRuleDef,
+    path: str,
+    resulting: dict[str, ObjectDef],
+    roles: set[str] | None,
+    problem: Any,
+) -> None:
+    obj = resulting.get(rule.object.lower())
+    if obj is None:
+        problem(f"{path}.object", f"no object named {rule.object!r}")
+        return
+    if obj.sharing_model not in ("Private", "Read"):
+        problem(f"{path}.object", f"{obj.api_name} is not Private or Read: nothing to share")
+    for j, criterion in enumerate(rule.criteria):
+        if _field_of(resulting, rule.object, criterion.field) is None:
+            problem(f"{path}.criteria[{j}].field", f"no field {criterion.field!r} on {rule.object}")
+    if roles is not None and rule.share_with_role not in roles:
+        problem(f"{path}.share_with_role", f"no role named {rule.share_with_role!r}")
 
 
 def _check_object(obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], problem: Any) -> None:

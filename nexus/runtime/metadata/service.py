@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import Conflict
+from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.runtime.metadata.definitions import (
@@ -38,6 +39,9 @@ from nexus.runtime.schema.owner import SchemaConflict, reconcile_table
 from nexus.runtime.schema.spec import TableSpec, desired_table
 
 OBJECT = "object"
+PERMISSION_SET = "permission_set"
+SHARING_RULE = "sharing_rule"
+SECURITY_KINDS = frozenset({PERMISSION_SET, SHARING_RULE})
 FAILPOINT_AFTER_DDL = "metadata.after_ddl"
 log = get_logger(__name__)
 
@@ -82,36 +86,27 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
     async with unit_of_work(session_factory(engine)) as session:
         repo = MetadataRepository(session)
         active = await active_objects(repo, org_id)
-        problems = check_batch(batch, active)
+        roles = await IdentityRepository(session).role_names(org_id)
+        problems = check_batch(batch, active, roles)
         if problems:
             raise InvalidMetadata(problems)
         await repo.ensure_org_state(org_id)
         now = await read_db_now_ms(session)
-        latest = await repo.latest_versions(org_id, OBJECT)
-        current_digests = {
-            r["name"].lower(): r["digest"] for r in await repo.active_definitions(org_id, OBJECT)
-        }
         staged: list[list[Any]] = []
         for obj in batch.objects:
-            body = obj.model_dump_json()
-            digest = _digest(body)
-            if current_digests.get(obj.api_name.lower()) == digest:
-                result.unchanged.append(obj.api_name)
-                continue
-            name = next((n for n in latest if n.lower() == obj.api_name.lower()), obj.api_name)
-            version = latest.get(name, 0) + 1
-            await repo.insert_definition(
+            version = await _stage_definition(
+                repo,
+                result,
                 org_id=org_id,
                 kind=OBJECT,
-                name=name,
-                version=version,
-                body=body,
-                digest=digest,
+                api_name=obj.api_name,
+                body=obj.model_dump_json(),
                 apply_id=apply_id,
-                created_at_ms=now,
+                now=now,
             )
-            staged.append([OBJECT, name, version])
-            result.versions.append({"kind": OBJECT, "name": name, "version": version})
+            if version is None:
+                continue
+            staged.append([OBJECT, version[0], version[1]])
             spec = desired_table(obj)
             previous = active.get(obj.api_name.lower())
             if previous is None or desired_table(previous).fingerprint() != spec.fingerprint():
@@ -126,11 +121,62 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
                     attempts=0,
                     created_at_ms=now,
                 )
+        for kind, items in (
+            (PERMISSION_SET, batch.permission_sets),
+            (SHARING_RULE, batch.sharing_rules),
+        ):
+            for item in items:
+                version = await _stage_definition(
+                    repo,
+                    result,
+                    org_id=org_id,
+                    kind=kind,
+                    api_name=item.api_name,
+                    body=item.model_dump_json(),
+                    apply_id=apply_id,
+                    now=now,
+                )
+                if version is not None:
+                    staged.append([kind, version[0], version[1]])
         if staged:
             await repo.insert_apply(
                 org_id=org_id, apply_id=apply_id, definitions=staged, now_ms=now
             )
     return result
+
+
+async def _stage_definition(
+    repo: MetadataRepository,
+    result: ApplyResult,
+    *,
+    org_id: str,
+    kind: str,
+    api_name: str,
+    body: str,
+    apply_id: str,
+    now: int,
+) -> tuple[str, int] | None:
+    """Store a new inactive version unless the active one has the same digest."""
+    digest = _digest(body)
+    current = {r["name"].lower(): r["digest"] for r in await repo.active_definitions(org_id, kind)}
+    if current.get(api_name.lower()) == digest:
+        result.unchanged.append(api_name)
+        return None
+    latest = await repo.latest_versions(org_id, kind)
+    name = next((n for n in latest if n.lower() == api_name.lower()), api_name)
+    version = latest.get(name, 0) + 1
+    await repo.insert_definition(
+        org_id=org_id,
+        kind=kind,
+        name=name,
+        version=version,
+        body=body,
+        digest=digest,
+        apply_id=apply_id,
+        created_at_ms=now,
+    )
+    result.versions.append({"kind": kind, "name": name, "version": version})
+    return name, version
 
 
 async def _complete(
@@ -169,11 +215,15 @@ async def _complete(
         repo = MetadataRepository(session)
         now = await read_db_now_ms(session)
         if await repo.finish_apply(org_id=org_id, apply_id=apply_id, state="active", now_ms=now):
-            for kind, name, version in json.loads(apply_row["definitions"]):
+            definitions = json.loads(apply_row["definitions"])
+            for kind, name, version in definitions:
                 await repo.set_active(
                     org_id=org_id, kind=kind, name=name, version=version, now_ms=now
                 )
             await repo.advance_org_state(org_id, schema_changed=ran_ddl)
+            if any(kind in SECURITY_KINDS for kind, _, _ in definitions):
+                # security-critical changes do not wait for metadata caches (seed §8.7)
+                await IdentityRepository(session).advance_security_epoch_if_org(org_id)
     log.info("metadata.applied", apply_id=apply_id, operations=len(operations))
     result = ApplyResult(
         apply_id=apply_id,

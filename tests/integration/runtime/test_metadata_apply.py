@@ -12,7 +12,9 @@ from sqlalchemy import inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine
+from nexus.identity import service as identity_service
+from nexus.identity.repository import IdentityRepository
+from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
@@ -76,6 +78,10 @@ INVOICE: dict[str, Any] = {
 async def engine(backend: Backend) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
     await upgrade_to_head(engine, LogicalService.RUNTIME)
+    async with unit_of_work(session_factory(engine)) as session:
+        repo = IdentityRepository(session)
+        await repo.insert_org(org_id=ORG, name="Test", now_ms=0)
+        await identity_service.create_role(repo, org_id=ORG, name="Sales")
     yield engine
     await engine.dispose()
 
@@ -204,3 +210,98 @@ async def test_invalid_metadata_is_refused_with_its_path_and_stores_nothing(
     )
     assert await count(engine, "SELECT COUNT(*) FROM runtime_definition") == definitions_before
     assert await columns(engine, "rt_never__c") == {}
+
+
+SALES_ACCESS = {
+    "api_name": "Sales_User",
+    "label": "Sales user",
+    "objects": [
+        {"object": "Account", "create": True, "read": True, "edit": True, "all_fields": "read"}
+    ],
+    "fields": [{"field": "Account.Industry", "read": True, "edit": True}],
+}
+TECH_RULE = {
+    "api_name": "Tech_Accounts",
+    "label": "Tech accounts to sales",
+    "object": "Private_Thing__c",
+    "criteria": [{"field": "Kind__c", "value": "Tech"}],
+    "share_with_role": "Sales",
+    "include_subordinates": True,
+}
+PRIVATE_THING = {
+    "api_name": "Private_Thing__c",
+    "label": "Thing",
+    "plural_label": "Things",
+    "key_prefix": "a0P",
+    "sharing_model": "Private",
+    "name_field": {"api_name": "Name", "label": "Name", "type": "text", "length": 80},
+    "fields": [{"api_name": "Kind__c", "label": "Kind", "type": "text", "length": 20}],
+}
+
+
+async def test_permission_sets_and_sharing_rules_are_versioned_and_advance_the_epoch(
+    engine: AsyncEngine,
+) -> None:
+    epoch = "SELECT security_epoch FROM identity_org"
+    before = await count(engine, epoch)
+    result = await apply_metadata(
+        engine,
+        org_id=ORG,
+        raw={
+            "objects": [PRIVATE_THING],
+            "permission_sets": [SALES_ACCESS],
+            "sharing_rules": [TECH_RULE],
+        },
+    )
+    kinds = {(v["kind"], v["name"]) for v in result.versions}
+    assert ("permission_set", "Sales_User") in kinds
+    assert ("sharing_rule", "Tech_Accounts") in kinds
+    assert await count(engine, epoch) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("batch", "path", "message"),
+    [
+        (
+            {"permission_sets": [{**SALES_ACCESS, "objects": [{"object": "Nope", "read": True}]}]},
+            "permission_sets[0].objects[0].object",
+            "no object named 'Nope'",
+        ),
+        (
+            {
+                "permission_sets": [
+                    {**SALES_ACCESS, "fields": [{"field": "Account.Nope", "read": True}]}
+                ]
+            },
+            "permission_sets[0].fields[0].field",
+            "no field 'Account.Nope'",
+        ),
+        (
+            {
+                "permission_sets": [
+                    {**SALES_ACCESS, "objects": [{"object": "Account", "edit": True}]}
+                ]
+            },
+            "permission_sets[0].objects[0]",
+            "need read",
+        ),
+        (
+            {"sharing_rules": [{**TECH_RULE, "share_with_role": "Nobody"}]},
+            "sharing_rules[0].share_with_role",
+            "no role named 'Nobody'",
+        ),
+        (
+            {"sharing_rules": [{**TECH_RULE, "object": "Account"}]},
+            "sharing_rules[0].object",
+            "nothing to share",
+        ),
+    ],
+)
+async def test_invalid_access_metadata_names_its_path(
+    engine: AsyncEngine, batch: dict, path: str, message: str
+) -> None:
+    with pytest.raises(InvalidMetadata) as caught:
+        await apply_metadata(engine, org_id=ORG, raw=batch)
+    assert any(p.path.startswith(path) and message in p.message for p in caught.value.problems), (
+        caught.value.problems
+    )
