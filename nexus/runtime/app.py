@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
 from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
+from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
@@ -17,6 +19,7 @@ from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
+RESUME_RETRY_SECONDS = 2.0
 API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1")
 WORKER_CAPABILITIES = ("ops.v1",)
 
@@ -29,12 +32,33 @@ def _api_lifespan(
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with identity(app, state):
-            completed = await resume_staged(state.engine)
-            if completed:
-                log.info("metadata.resumed", applies=len(completed))
-            yield
+            resumer = asyncio.create_task(_resume_when_migrated(state))
+            try:
+                yield
+            finally:
+                resumer.cancel()
+                with suppress(asyncio.CancelledError):
+                    await resumer
 
     return start
+
+
+async def _resume_when_migrated(state: ServiceState) -> None:
+    """Complete metadata applies a crash interrupted, once this database is at head.
+
+    A role whose schema is behind still starts (and reports not ready); it resumes when
+    `nexus migrate` has run.
+    """
+    while True:
+        try:
+            if (await migration_state(state.engine, LogicalService.RUNTIME)).at_head:
+                completed = await resume_staged(state.engine)
+                if completed:
+                    log.info("metadata.resumed", applies=len(completed))
+                return
+        except Exception as exc:  # noqa: BLE001  (keep trying; readiness reports the cause)
+            log.warning("metadata.resume_deferred", error=type(exc).__name__)
+        await asyncio.sleep(RESUME_RETRY_SECONDS)
 
 
 def create_api_app(settings: Settings) -> FastAPI:

@@ -67,3 +67,46 @@ schema_operation = Table(
     Column("applied_at_ms", BigInteger, nullable=True),
     Index("ix_schema_operation_apply", "org_id", "apply_id"),
 )
+
+permission_assignment = Table(
+    "runtime_permission_assignment",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("user_id", String(18), primary_key=True),
+    Column("permission_set", String(80), primary_key=True),
+    Column("assigned_at_ms", BigInteger, nullable=False),
+)
+
+auto_number = Table(
+    "runtime_auto_number",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("object_name", String(80), primary_key=True),
+    Column("field_name", String(80), primary_key=True),
+    Column("next_value", BigInteger, nullable=False),
+)
+
+idempotency = Table(
+    "runtime_idempotency",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("idem_key", String(128), primary_key=True),
+    Column("request_digest", String(64), nullable=False),
+    Column("result", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)
+
+field_history = Table(
+    "runtime_field_history",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("history_id", String(36), primary_key=True),
+    Column("object_name", String(80), nullable=False),
+    Column("record_id", String(18), nullable=False),
+    Column("field_name", String(80), nullable=False),
+    Column("old_value", Text, nullable=True),
+    Column("new_value", Text, nullable=True),
+    Column("changed_by_id", String(18), nullable=False),
+    Column("changed_at_ms", BigInteger, nullable=False),
+    Index("ix_field_history_record", "org_id", "record_id", "changed_at_ms"),
+)
