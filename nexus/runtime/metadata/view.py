@@ -1,0 +1,86 @@
+"""One immutable view of an org's active metadata per request, cached by metadata revision.
+
+A use case reads the org's revision (one small query) and gets the cached view when it is
+current, so an activated edit is visible to the next request on every replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import MetaData, Table, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nexus.runtime.metadata import models as m
+from nexus.runtime.metadata.definitions import ObjectDef, PermissionSetDef, SharingRuleDef
+from nexus.runtime.metadata.repository import MetadataRepository
+from nexus.runtime.schema.spec import desired_table, sa_table
+
+
+@dataclass(frozen=True)
+class MetadataView:
+    org_id: str
+    revision: int
+    schema_generation: int
+    objects: dict[str, ObjectDef]  # lower-case api name -> definition
+    permission_sets: dict[str, PermissionSetDef]
+    sharing_rules: tuple[SharingRuleDef, ...]
+    tables: dict[str, Table] = field(default_factory=dict)
+
+    def object(self, name: str) -> ObjectDef | None:
+        return self.objects.get(name.lower())
+
+    def object_by_prefix(self, record_id: str) -> ObjectDef | None:
+        prefix = record_id[:3]
+        return next((o for o in self.objects.values() if o.key_prefix == prefix), None)
+
+    def table(self, obj: ObjectDef) -> Table:
+        return self.tables[obj.api_name.lower()]
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self._views: dict[str, MetadataView] = {}
+
+    async def view(self, session: AsyncSession, org_id: str) -> MetadataView:
+        state = (
+            (await session.execute(select(m.org_state).where(m.org_state.c.org_id == org_id)))
+            .mappings()
+            .first()
+        )
+        revision = int(state["metadata_revision"]) if state else 0
+        cached = self._views.get(org_id)
+        if cached is not None and cached.revision == revision:
+            return cached
+        fresh = await _load(
+            session, org_id, revision, int(state["schema_generation"]) if state else 0
+        )
+        self._views[org_id] = fresh
+        return fresh
+
+
+async def _load(session: AsyncSession, org_id: str, revision: int, generation: int) -> MetadataView:
+    repo = MetadataRepository(session)
+    objects = {
+        r["name"].lower(): ObjectDef.model_validate_json(r["body"])
+        for r in await repo.active_definitions(org_id, "object")
+    }
+    permission_sets = {
+        r["name"].lower(): PermissionSetDef.model_validate_json(r["body"])
+        for r in await repo.active_definitions(org_id, "permission_set")
+    }
+    rules = tuple(
+        SharingRuleDef.model_validate_json(r["body"])
+        for r in await repo.active_definitions(org_id, "sharing_rule")
+    )
+    tables_metadata = MetaData()
+    tables = {name: sa_table(desired_table(obj), tables_metadata) for name, obj in objects.items()}
+    return MetadataView(
+        org_id=org_id,
+        revision=revision,
+        schema_generation=generation,
+        objects=objects,
+        permission_sets=permission_sets,
+        sharing_rules=rules,
+        tables=tables,
+    )
