@@ -1,6 +1,7 @@
 """Neutral record-operation outcomes. L1 dialects map these categories to their own envelopes."""
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -21,3 +22,43 @@ class RecordError(BaseModel):
     category: ErrorCategory
     message: str
     fields: list[str] = Field(default_factory=list)
+
+
+MAX_BATCH = 200
+
+
+class MutateItem(BaseModel):
+    """One create / update / delete / undelete / upsert, with its own idempotency key."""
+
+    op: str = Field(pattern=r"^(create|update|delete|undelete|upsert)$")
+    object: str | None = None
+    id: str | None = None
+    fields: dict[str, Any] = Field(default_factory=dict)
+    external_id_field: str | None = None
+    external_id: str | int | None = None
+    row_version: int | None = None
+    idempotency_key: str | None = Field(default=None, max_length=128)
+
+
+class MutateRequest(BaseModel):
+    items: list[MutateItem]
+    all_or_none: bool = False
+
+
+class ItemResult(BaseModel):
+    id: str | None = None
+    success: bool
+    created: bool = False
+    row_version: int | None = None
+    errors: list[RecordError] = Field(default_factory=list)
+
+
+class MutateResponse(BaseModel):
+    results: list[ItemResult]
+
+
+class RecordData(BaseModel):
+    object: str
+    id: str
+    row_version: int
+    fields: dict[str, Any]

@@ -1,0 +1,617 @@
+"""`Mutate`: a bounded batch of create / update / delete / undelete / upsert items.
+
+One unit of work, one metadata view, one caller access. Every item gets its own result; with
+`all_or_none` the first failure rolls the whole batch back. Items with an idempotency key that
+succeeded before return their original result and have no second effect.
+Checks run per object group on the whole batch (see `RecordStore`): no per-record queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nexus.contracts.errors import BadRequest
+from nexus.contracts.identity import TrustedCall
+from nexus.contracts.records import (
+    MAX_BATCH,
+    ErrorCategory,
+    ItemResult,
+    MutateItem,
+    MutateRequest,
+    MutateResponse,
+    RecordError,
+)
+from nexus.platform.db import read_db_now_ms
+from nexus.platform.ids import new_id, to_18
+from nexus.platform.observability import get_logger
+from nexus.runtime.access import CallerAccess
+from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
+from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.records.coercion import InvalidValue, coerce
+from nexus.runtime.records.store import RecordStore
+from nexus.runtime.schema.spec import column_name
+
+log = get_logger(__name__)
+
+
+class AllOrNoneRolledBack(Exception):
+    """Raised inside the unit of work so it rolls back; carries the per-item results."""
+
+    def __init__(self, response: MutateResponse) -> None:
+        super().__init__("all-or-none batch rolled back")
+        self.response = response
+
+
+def _err(category: ErrorCategory, message: str, *fields: str) -> RecordError:
+    return RecordError(category=category, message=message, fields=list(fields))
+
+
+@dataclass
+class _Work:
+    index: int
+    item: MutateItem
+    obj: ObjectDef | None = None
+    record_id: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    errors: list[RecordError] = field(default_factory=list)
+    result: ItemResult | None = None
+    digest: str = ""
+
+    @property
+    def definition(self) -> ObjectDef:
+        if self.obj is None:  # pragma: no cover - items without an object fail before use
+            raise RuntimeError("item has no resolved object")
+        return self.obj
+
+    def fail(self, error: RecordError) -> None:
+        self.errors.append(error)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
+
+
+@dataclass
+class _Context:
+    session: AsyncSession
+    view: MetadataView
+    access: CallerAccess
+    caller: TrustedCall
+    store: RecordStore
+    now_ms: int
+
+    @property
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.now_ms / 1000, tz=UTC).replace(tzinfo=None)
+
+    def audit(self) -> dict[str, Any]:
+        return {
+            "last_modified_by_id": self.caller.user_id,
+            "last_modified_date": self.now,
+            "system_modstamp": self.now,
+        }
+
+
+async def mutate(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    caller: TrustedCall,
+    request: MutateRequest,
+) -> MutateResponse:
+    if len(request.items) > MAX_BATCH:
+        raise BadRequest(
+            f"a batch has at most {MAX_BATCH} items ({len(request.items)} given)",
+            code=ErrorCategory.LIMIT_EXCEEDED.value,
+        )
+    ctx = _Context(
+        session,
+        view,
+        access,
+        caller,
+        RecordStore(session, caller.org_id),
+        await read_db_now_ms(session),
+    )
+    work = [_Work(index=i, item=item) for i, item in enumerate(request.items)]
+    await _replay(ctx, work)
+    pending = [w for w in work if w.result is None]
+    _resolve_objects(ctx, pending)
+    await _resolve_upserts(ctx, [w for w in pending if not w.failed and w.item.op == "upsert"])
+    creates = [w for w in pending if not w.failed and w.item.op == "create"]
+    updates = [w for w in pending if not w.failed and w.item.op == "update"]
+    deletes = [w for w in pending if not w.failed and w.item.op == "delete"]
+    undeletes = [w for w in pending if not w.failed and w.item.op == "undelete"]
+    await _create(ctx, creates)
+    await _update(ctx, updates)
+    await _delete(ctx, deletes)
+    await _undelete(ctx, undeletes)
+    results = []
+    remembered = []
+    for w in work:
+        if w.result is None:
+            w.result = (
+                ItemResult(id=w.record_id, success=False, errors=w.errors)
+                if w.failed
+                else ItemResult(
+                    id=w.record_id,
+                    success=True,
+                    created=w.item.op == "create",
+                    row_version=w.values.get("__row_version"),
+                )
+            )
+            if w.result.success and w.item.idempotency_key:
+                remembered.append(
+                    (w.item.idempotency_key, w.digest, w.result.model_dump(mode="json"))
+                )
+        results.append(w.result)
+    response = MutateResponse(results=results)
+    if request.all_or_none and any(not r.success for r in results):
+        raise AllOrNoneRolledBack(_rolled_back(response))
+    await ctx.store.remember(remembered, ctx.now_ms)
+    return response
+
+
+def _rolled_back(response: MutateResponse) -> MutateResponse:
+    rolled = _err(
+        ErrorCategory.CONFLICT, "not applied: another item of this all-or-none batch failed"
+    )
+    return MutateResponse(
+        results=[
+            r if not r.success else ItemResult(id=None, success=False, errors=[rolled])
+            for r in response.results
+        ]
+    )
+
+
+async def _replay(ctx: _Context, work: list[_Work]) -> None:
+    for w in work:
+        w.digest = hashlib.sha256(
+            json.dumps(
+                w.item.model_dump(mode="json", exclude={"idempotency_key"}),
+                sort_keys=True,
+                default=str,
+            ).encode()
+        ).hexdigest()
+    keyed = [w for w in work if w.item.idempotency_key]
+    prior = await ctx.store.idempotent_results(w.item.idempotency_key or "" for w in keyed)
+    for w in keyed:
+        found = prior.get(w.item.idempotency_key or "")
+        if found is None:
+            continue
+        digest, stored = found
+        if digest != w.digest:
+            w.result = ItemResult(
+                success=False,
+                errors=[
+                    _err(
+                        ErrorCategory.CONFLICT,
+                        "this idempotency key was used for a different request",
+                    )
+                ],
+            )
+        else:
+            w.result = ItemResult.model_validate_json(stored)
+
+
+def _resolve_objects(ctx: _Context, work: list[_Work]) -> None:
+    for w in work:
+        item = w.item
+        if item.op in ("create", "upsert"):
+            obj = ctx.view.object(item.object or "")
+            if obj is None or not ctx.access.object(ctx.view, obj).read:
+                w.fail(_err(ErrorCategory.NOT_FOUND, f"no object named {item.object!r}"))
+                continue
+            w.obj = obj
+            continue
+        try:
+            w.record_id = to_18(item.id or "")
+        except ValueError:
+            w.fail(_err(ErrorCategory.NOT_FOUND, "malformed record id", "Id"))
+            continue
+        obj = ctx.view.object_by_prefix(w.record_id)
+        if obj is None or (item.object and item.object.lower() != obj.api_name.lower()):
+            w.fail(_err(ErrorCategory.NOT_FOUND, "no such record"))
+            continue
+        w.obj = obj
+
+
+def _field(obj: ObjectDef, name: str) -> FieldDef | None:
+    return next((f for f in obj.all_fields() if f.api_name.lower() == name.lower()), None)
+
+
+async def _resolve_upserts(ctx: _Context, work: list[_Work]) -> None:
+    """An upsert becomes an update of the matching record, or a create."""
+    groups: dict[tuple[str, str], list[_Work]] = defaultdict(list)
+    for w in work:
+        ext = _field(w.definition, w.item.external_id_field or "")
+        if ext is None or not (ext.external_id or ext.unique):
+            w.fail(
+                _err(
+                    ErrorCategory.INVALID_FIELD,
+                    "upsert needs an external id field",
+                    w.item.external_id_field or "",
+                )
+            )
+            continue
+        groups[(w.definition.api_name.lower(), ext.api_name)].append(w)
+    for (object_key, field_name), members in groups.items():
+        obj = ctx.view.objects[object_key]
+        ext = _field(obj, field_name)
+        if ext is None:  # pragma: no cover - checked when grouping
+            continue
+        try:
+            wanted = {id(w): coerce(ext, w.item.external_id) for w in members}
+        except InvalidValue as exc:
+            for w in members:
+                w.fail(exc.error)
+            continue
+        found = await ctx.store.existing_values(
+            ctx.view.table(obj), column_name(ext.api_name), wanted.values()
+        )
+        for w in members:
+            match = found.get(wanted[id(w)])
+            fields = {**w.item.fields, ext.api_name: w.item.external_id}
+            op = "update" if match else "create"
+            w.item = w.item.model_copy(update={"op": op, "id": match, "fields": fields})
+            w.record_id = match
+
+
+def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
+    """Coerce and authorize the item's field values into column values."""
+    obj = w.definition
+    for name, raw in w.item.fields.items():
+        definition = _field(obj, name)
+        if definition is None:
+            w.fail(
+                _err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name)
+            )
+            continue
+        _readable, editable = ctx.access.field(ctx.view, obj, definition)
+        if not editable:
+            w.fail(
+                _err(
+                    ErrorCategory.INVALID_FIELD,
+                    f"{definition.api_name} is not writable for you",
+                    definition.api_name,
+                )
+            )
+            continue
+        try:
+            w.values[column_name(definition.api_name)] = coerce(definition, raw)
+        except InvalidValue as exc:
+            w.fail(exc.error)
+    for definition in obj.all_fields():
+        column = column_name(definition.api_name)
+        if creating and column not in w.values:
+            default = _default(definition)
+            if default is not None:
+                w.values[column] = default
+        missing = w.values.get(column) is None and (creating or column in w.values)
+        needed = definition.required or (
+            definition.api_name == "Name" and definition.type == "text"
+        )
+        if needed and missing:
+            w.fail(
+                _err(
+                    ErrorCategory.REQUIRED_FIELD_MISSING,
+                    f"required field missing: {definition.api_name}",
+                    definition.api_name,
+                )
+            )
+
+
+def _default(definition: FieldDef) -> Any:
+    if definition.type == "picklist" and definition.values:
+        chosen = next((v.value for v in definition.values if v.default), None)
+        if chosen is not None:
+            return chosen
+    if definition.type == "checkbox":
+        return bool(definition.default_value)
+    if definition.default_value is not None:
+        try:
+            return coerce(definition, definition.default_value)
+        except InvalidValue:
+            return None
+    return None
+
+
+async def _check_references(ctx: _Context, obj: ObjectDef, work: list[_Work]) -> None:
+    for definition in obj.fields:
+        if definition.type not in ("lookup", "master_detail"):
+            continue
+        column = column_name(definition.api_name)
+        target = ctx.view.object(definition.reference_to or "")
+        ids = {w.values[column] for w in work if w.values.get(column)}
+        if target is None or not ids:
+            continue
+        visible = await ctx.store.visible_ids(
+            ctx.view.table(target), ids, ctx.access.row_predicate(ctx.view, target, "read")
+        )
+        for w in work:
+            value = w.values.get(column)
+            if value and (value not in visible or value[:3] != target.key_prefix):
+                w.fail(
+                    _err(
+                        ErrorCategory.INVALID_FIELD,
+                        f"{definition.api_name}: no {target.api_name} record with id {value}",
+                        definition.api_name,
+                    )
+                )
+
+
+async def _check_unique(ctx: _Context, obj: ObjectDef, work: list[_Work]) -> None:
+    table = ctx.view.table(obj)
+    for definition in obj.all_fields():
+        if not (definition.unique or definition.external_id):
+            continue
+        column = column_name(definition.api_name)
+        candidates = [w for w in work if w.values.get(column) is not None]
+        existing = await ctx.store.existing_values(
+            table, column, (w.values[column] for w in candidates)
+        )
+        seen: dict[Any, int] = {}
+        for w in candidates:
+            value = w.values[column]
+            holder = existing.get(value)
+            if (holder is not None and holder != w.record_id) or value in seen:
+                w.fail(
+                    _err(
+                        ErrorCategory.DUPLICATE_VALUE,
+                        f"duplicate value for {definition.api_name}",
+                        definition.api_name,
+                    )
+                )
+            seen[value] = w.index
+
+
+def _by_object(work: list[_Work]) -> dict[str, tuple[ObjectDef, list[_Work]]]:
+    groups: dict[str, tuple[ObjectDef, list[_Work]]] = {}
+    for w in work:
+        groups.setdefault(w.definition.api_name.lower(), (w.definition, []))[1].append(w)
+    return groups
+
+
+def _format_number(pattern: str, number: int) -> str:
+    match = re.search(r"\{(0+)\}", pattern)
+    width = len(match.group(1)) if match else 1
+    return re.sub(r"\{0+\}", str(number).zfill(width), pattern, count=1)
+
+
+async def _create(ctx: _Context, work: list[_Work]) -> None:
+    for obj, members in _by_object(work).values():
+        if not ctx.access.object(ctx.view, obj).create:
+            for w in members:
+                w.fail(_err(ErrorCategory.INSUFFICIENT_ACCESS, f"you cannot create {obj.api_name}"))
+            continue
+        for w in members:
+            _values(ctx, w, creating=True)
+        await _check_references(ctx, obj, [w for w in members if not w.failed])
+        await _check_unique(ctx, obj, [w for w in members if not w.failed])
+        valid = [w for w in members if not w.failed]
+        if not valid:
+            continue
+        if obj.name_field.type == "auto_number":
+            first = await ctx.store.allocate_numbers(obj.api_name, "Name", len(valid))
+            for offset, w in enumerate(valid):
+                w.values["name"] = _format_number(obj.name_field.format or "{0}", first + offset)
+        rows = []
+        for w in valid:
+            w.record_id = new_id(obj.key_prefix)
+            rows.append(
+                {
+                    **w.values,
+                    "org_id": ctx.caller.org_id,
+                    "id": w.record_id,
+                    "owner_id": ctx.caller.user_id,
+                    "created_by_id": ctx.caller.user_id,
+                    "created_date": ctx.now,
+                    **ctx.audit(),
+                    "is_deleted": False,
+                    "row_version": 1,
+                }
+            )
+            w.values["__row_version"] = 1
+        await ctx.store.insert(ctx.view.table(obj), rows)
+
+
+async def _load_for_change(
+    ctx: _Context, obj: ObjectDef, members: list[_Work], mode: str
+) -> dict[str, Any]:
+    table = ctx.view.table(obj)
+    return await ctx.store.rows(
+        table,
+        (w.record_id or "" for w in members),
+        flags={
+            "may_read": ctx.access.row_predicate(ctx.view, obj, "read"),
+            "may_change": ctx.access.row_predicate(ctx.view, obj, mode),  # type: ignore[arg-type]
+        },
+    )
+
+
+def _gate(
+    ctx: _Context, obj: ObjectDef, w: _Work, row: Any, *, allowed: bool, deleted_ok: bool
+) -> bool:
+    """Common existence / visibility / permission / version checks for changes."""
+    if row is None or not row["may_read"]:
+        if row is not None:
+            log.info("records.concealed", object=obj.api_name, record_id=w.record_id)
+        w.fail(_err(ErrorCategory.NOT_FOUND, "no such record"))
+        return False
+    if bool(row["is_deleted"]) != deleted_ok:
+        w.fail(
+            _err(
+                ErrorCategory.ENTITY_IS_DELETED
+                if row["is_deleted"]
+                else ErrorCategory.INVALID_FIELD,
+                "the record is deleted" if row["is_deleted"] else "the record is not deleted",
+            )
+        )
+        return False
+    if not allowed or not row["may_change"]:
+        w.fail(_err(ErrorCategory.INSUFFICIENT_ACCESS, "insufficient access rights on the record"))
+        return False
+    if w.item.row_version is not None and w.item.row_version != row["row_version"]:
+        w.fail(_err(ErrorCategory.CONFLICT, "the record was changed by someone else"))
+        return False
+    return True
+
+
+async def _update(ctx: _Context, work: list[_Work]) -> None:
+    for obj, members in _by_object(work).values():
+        rows = await _load_for_change(ctx, obj, members, "edit")
+        may_edit = ctx.access.object(ctx.view, obj).edit
+        for w in members:
+            if _gate(ctx, obj, w, rows.get(w.record_id or ""), allowed=may_edit, deleted_ok=False):
+                _values(ctx, w, creating=False)
+        live = [w for w in members if not w.failed]
+        await _check_references(ctx, obj, live)
+        await _check_unique(ctx, obj, live)
+        live = [w for w in members if not w.failed]
+        by_columns: dict[tuple[str, ...], list[_Work]] = defaultdict(list)
+        for w in live:
+            by_columns[tuple(sorted(w.values))].append(w)
+        table = ctx.view.table(obj)
+        history = []
+        for columns, group in by_columns.items():
+            payload = [
+                {
+                    **w.values,
+                    **ctx.audit(),
+                    "id": w.record_id,
+                    "row_version": rows[w.record_id or ""]["row_version"],
+                }
+                for w in group
+            ]
+            changed = await ctx.store.update_rows(table, payload, [*columns, *ctx.audit()])
+            if changed != len(group):
+                await _mark_conflicts(ctx, obj, group, rows)
+            for w in group:
+                if not w.failed:
+                    w.values["__row_version"] = int(rows[w.record_id or ""]["row_version"]) + 1
+                    history += _history(ctx, obj, w, rows[w.record_id or ""])
+        await ctx.store.record_history(history)
+
+
+async def _mark_conflicts(
+    ctx: _Context, obj: ObjectDef, group: list[_Work], before: dict[str, Any]
+) -> None:
+    now = await ctx.store.rows(
+        ctx.view.table(obj), (w.record_id or "" for w in group), columns=["id", "row_version"]
+    )
+    for w in group:
+        row = now.get(w.record_id or "")
+        if row is None or row["row_version"] != before[w.record_id or ""]["row_version"] + 1:
+            w.fail(_err(ErrorCategory.CONFLICT, "the record was changed by someone else"))
+
+
+def _history(ctx: _Context, obj: ObjectDef, w: _Work, old: Any) -> list[dict[str, Any]]:
+    out = []
+    for definition in obj.fields:
+        column = column_name(definition.api_name)
+        if definition.track_history and column in w.values and w.values[column] != old[column]:
+            out.append(
+                {
+                    "org_id": ctx.caller.org_id,
+                    "history_id": str(uuid.uuid4()),
+                    "object_name": obj.api_name,
+                    "record_id": w.record_id,
+                    "field_name": definition.api_name,
+                    "old_value": None if old[column] is None else str(old[column]),
+                    "new_value": None if w.values[column] is None else str(w.values[column]),
+                    "changed_by_id": ctx.caller.user_id,
+                    "changed_at_ms": ctx.now_ms,
+                }
+            )
+    return out
+
+
+def _children(view: MetadataView, obj: ObjectDef) -> list[tuple[ObjectDef, FieldDef]]:
+    return [
+        (child, f)
+        for child in view.objects.values()
+        for f in child.fields
+        if f.type in ("lookup", "master_detail")
+        and (f.reference_to or "").lower() == obj.api_name.lower()
+    ]
+
+
+async def _delete(ctx: _Context, work: list[_Work]) -> None:
+    for obj, members in _by_object(work).values():
+        rows = await _load_for_change(ctx, obj, members, "delete")
+        may_delete = ctx.access.object(ctx.view, obj).delete
+        live = [
+            w
+            for w in members
+            if _gate(ctx, obj, w, rows.get(w.record_id or ""), allowed=may_delete, deleted_ok=False)
+        ]
+        ids = {w.record_id or "" for w in live}
+        for child, reference in _children(ctx.view, obj):
+            if reference.type == "lookup" and reference.on_delete == "restrict":
+                blocked = await ctx.store.referencing(
+                    ctx.view.table(child), column_name(reference.api_name), ids
+                )
+                for w in live:
+                    if w.record_id in blocked:
+                        w.fail(
+                            _err(
+                                ErrorCategory.CONFLICT,
+                                f"referenced by {len(blocked[w.record_id or ''])} {child.api_name} "
+                                "record(s); delete them first",
+                            )
+                        )
+        ids = {w.record_id or "" for w in live if not w.failed}
+        await _cascade(ctx, obj, ids, deleted=True)
+        await ctx.store.set_deleted(ctx.view.table(obj), ids, deleted=True, values=ctx.audit())
+
+
+async def _cascade(
+    ctx: _Context, obj: ObjectDef, ids: set[str], *, deleted: bool, depth: int = 0
+) -> None:
+    if not ids or depth > 3:
+        return
+    for child, reference in _children(ctx.view, obj):
+        table = ctx.view.table(child)
+        column = column_name(reference.api_name)
+        if reference.type == "master_detail":
+            linked = await _linked(ctx, child, column, ids, deleted=not deleted)
+            await _cascade(ctx, child, linked, deleted=deleted, depth=depth + 1)
+            await ctx.store.set_deleted(table, linked, deleted=deleted, values=ctx.audit())
+        elif deleted and reference.on_delete != "restrict":
+            await ctx.store.clear_references(table, column, ids, ctx.audit())
+
+
+async def _linked(
+    ctx: _Context, child: ObjectDef, column: str, ids: set[str], *, deleted: bool
+) -> set[str]:
+    table = ctx.view.table(child)
+    stmt = select(table.c.id).where(
+        table.c.org_id == ctx.caller.org_id,
+        table.c[column].in_(sorted(ids)),
+        table.c.is_deleted.is_(deleted),
+    )
+    return {str(i) for i in (await ctx.session.execute(stmt)).scalars()}
+
+
+async def _undelete(ctx: _Context, work: list[_Work]) -> None:
+    for obj, members in _by_object(work).values():
+        rows = await _load_for_change(ctx, obj, members, "delete")
+        may_delete = ctx.access.object(ctx.view, obj).delete
+        live = [
+            w
+            for w in members
+            if _gate(ctx, obj, w, rows.get(w.record_id or ""), allowed=may_delete, deleted_ok=True)
+        ]
+        ids = {w.record_id or "" for w in live}
+        await ctx.store.set_deleted(ctx.view.table(obj), ids, deleted=False, values=ctx.audit())
+        await _cascade(ctx, obj, ids, deleted=False)

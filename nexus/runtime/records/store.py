@@ -1,0 +1,215 @@
+"""Every SQL statement on record tables (and the idempotency / auto-number / history tables).
+
+Statements are per object and per batch, never per record: `IN (...)` reads and executemany
+writes, so the count for a use case depends on the objects involved, not on the rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, and_, bindparam, insert, select, true, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nexus.runtime.metadata import models as m
+
+
+class RecordStore:
+    def __init__(self, session: AsyncSession, org_id: str) -> None:
+        self.session = session
+        self.org_id = org_id
+
+    async def rows(
+        self,
+        table: Table,
+        ids: Iterable[str],
+        *,
+        columns: Sequence[str] | None = None,
+        flags: dict[str, ColumnElement[bool]] | None = None,
+        include_deleted: bool = True,
+    ) -> dict[str, RowMapping]:
+        """Rows by id, with extra boolean flags (e.g. may_edit) computed in the same statement."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        cols = [table.c[c] for c in columns] if columns else list(table.c)
+        extra = [flag.label(name) for name, flag in (flags or {}).items()]
+        stmt = select(*cols, *extra).where(table.c.org_id == self.org_id, table.c.id.in_(wanted))
+        if not include_deleted:
+            stmt = stmt.where(table.c.is_deleted.is_(False))
+        return {row["id"]: row for row in (await self.session.execute(stmt)).mappings()}
+
+    async def visible_ids(
+        self, table: Table, ids: Iterable[str], predicate: ColumnElement[bool]
+    ) -> set[str]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return set()
+        stmt = select(table.c.id).where(
+            table.c.org_id == self.org_id,
+            table.c.id.in_(wanted),
+            table.c.is_deleted.is_(False),
+            predicate,
+        )
+        return {str(i) for i in (await self.session.execute(stmt)).scalars()}
+
+    async def existing_values(
+        self, table: Table, column: str, values: Iterable[Any]
+    ) -> dict[Any, str]:
+        """Live records holding any of these values in a unique column: value -> id."""
+        wanted = [v for v in set(values) if v is not None]
+        if not wanted:
+            return {}
+        stmt = select(table.c[column], table.c.id).where(
+            table.c.org_id == self.org_id, table.c[column].in_(wanted)
+        )
+        return {row[0]: str(row[1]) for row in await self.session.execute(stmt)}
+
+    async def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            await self.session.execute(insert(table), rows)
+
+    async def update_rows(
+        self, table: Table, rows: list[dict[str, Any]], columns: Sequence[str]
+    ) -> int:
+        """executemany UPDATE of `columns` fenced by row version; returns rows changed."""
+        if not rows:
+            return 0
+        stmt = (
+            update(table)
+            .where(
+                table.c.org_id == bindparam("b_org_id"),
+                table.c.id == bindparam("b_id"),
+                table.c.row_version == bindparam("b_row_version"),
+            )
+            .values(
+                {c: bindparam(f"v_{c}") for c in columns} | {"row_version": table.c.row_version + 1}
+            )
+        )
+        params = [
+            {"b_org_id": self.org_id, "b_id": r["id"], "b_row_version": r["row_version"]}
+            | {f"v_{c}": r[c] for c in columns}
+            for r in rows
+        ]
+        result = await self.session.execute(
+            stmt, params, execution_options={"synchronize_session": False}
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+
+    async def set_deleted(
+        self,
+        table: Table,
+        ids: Iterable[str],
+        *,
+        deleted: bool,
+        where: ColumnElement[bool] | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> None:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return
+        await self.session.execute(
+            update(table)
+            .where(
+                table.c.org_id == self.org_id,
+                table.c.id.in_(wanted),
+                where if where is not None else true(),
+            )
+            .values(is_deleted=deleted, row_version=table.c.row_version + 1, **(values or {})),
+            execution_options={"synchronize_session": False},
+        )
+
+    async def referencing(
+        self, table: Table, column: str, ids: Iterable[str]
+    ) -> dict[str, list[str]]:
+        """Live records of `table` whose `column` points at any of `ids`: parent -> children."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        stmt = select(table.c[column], table.c.id).where(
+            table.c.org_id == self.org_id,
+            table.c[column].in_(wanted),
+            table.c.is_deleted.is_(False),
+        )
+        out: dict[str, list[str]] = {}
+        for parent, child in await self.session.execute(stmt):
+            out.setdefault(str(parent), []).append(str(child))
+        return out
+
+    async def clear_references(
+        self, table: Table, column: str, ids: Iterable[str], values: dict[str, Any]
+    ) -> None:
+        wanted = sorted(set(ids))
+        if wanted:
+            await self.session.execute(
+                update(table)
+                .where(table.c.org_id == self.org_id, table.c[column].in_(wanted))
+                .values({column: None, "row_version": table.c.row_version + 1, **values}),
+                execution_options={"synchronize_session": False},
+            )
+
+    # ------------------------------------------------------------------ side tables
+    async def allocate_numbers(self, object_name: str, field_name: str, count: int) -> int:
+        """Reserve `count` consecutive auto-numbers; returns the first (starts at 1)."""
+        t = m.auto_number
+        key = and_(
+            t.c.org_id == self.org_id, t.c.object_name == object_name, t.c.field_name == field_name
+        )
+        result = await self.session.execute(
+            update(t).where(key).values(next_value=t.c.next_value + count)
+        )
+        if int(result.rowcount) == 0:  # type: ignore[attr-defined]  # CursorResult
+            await self.session.execute(
+                insert(t).values(
+                    org_id=self.org_id,
+                    object_name=object_name,
+                    field_name=field_name,
+                    next_value=1 + count,
+                )
+            )
+            return 1
+        current = (await self.session.execute(select(t.c.next_value).where(key))).scalar_one()
+        return int(current) - count
+
+    async def idempotent_results(self, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        t = m.idempotency
+        stmt = select(t.c.idem_key, t.c.request_digest, t.c.result).where(
+            t.c.org_id == self.org_id, t.c.idem_key.in_(wanted)
+        )
+        return {row[0]: (row[1], row[2]) for row in await self.session.execute(stmt)}
+
+    async def remember(self, entries: list[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        if entries:
+            await self.session.execute(
+                insert(m.idempotency),
+                [
+                    {
+                        "org_id": self.org_id,
+                        "idem_key": k,
+                        "request_digest": d,
+                        "result": json.dumps(r),
+                        "created_at_ms": now_ms,
+                    }
+                    for k, d, r in entries
+                ],
+            )
+
+    async def record_history(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            await self.session.execute(insert(m.field_history), rows)
+
+    async def history(self, record_id: str, limit: int = 50) -> list[RowMapping]:
+        t = m.field_history
+        stmt = (
+            select(t)
+            .where(t.c.org_id == self.org_id, t.c.record_id == record_id)
+            .order_by(t.c.changed_at_ms.desc(), t.c.history_id)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).mappings())
