@@ -273,9 +273,7 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
     for name, raw in w.item.fields.items():
         definition = _field(obj, name)
         if definition is None:
-            w.fail(
-                _err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name)
-            )
+            w.fail(_err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name))
             continue
         _readable, editable = ctx.access.field(ctx.view, obj, definition)
         if not editable:

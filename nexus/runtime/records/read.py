@@ -1,0 +1,157 @@
+"""Reads: `ReadSelectedRecord`, `RecordAccess` and field history, authorized in the statement."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nexus.contracts.errors import BadRequest, NotFound
+from nexus.contracts.records import ErrorCategory, RecordData
+from nexus.platform.ids import to_18
+from nexus.platform.observability import get_logger
+from nexus.runtime.access import CallerAccess
+from nexus.runtime.metadata.definitions import ObjectDef
+from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.records.coercion import to_wire
+from nexus.runtime.records.store import RecordStore
+from nexus.runtime.schema.spec import column_name
+
+log = get_logger(__name__)
+SYSTEM = {
+    "OwnerId": "owner_id",
+    "CreatedById": "created_by_id",
+    "CreatedDate": "created_date",
+    "LastModifiedById": "last_modified_by_id",
+    "LastModifiedDate": "last_modified_date",
+    "SystemModstamp": "system_modstamp",
+    "IsDeleted": "is_deleted",
+}
+
+
+class RecordNotFound(NotFound):
+    default_code = ErrorCategory.NOT_FOUND.value
+
+
+def _timestamp(value: Any) -> Any:
+    return (
+        value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}+0000"
+        if hasattr(value, "strftime")
+        else value
+    )
+
+
+def project(
+    view: MetadataView, access: CallerAccess, obj: ObjectDef, row: Any, fields: list[str] | None
+) -> RecordData:
+    """A stored row as the caller may see it: unreadable fields are absent, never empty."""
+    readable = {f.api_name.lower(): f for f in access.readable_fields(view, obj)}
+    chosen = (
+        [readable[n.lower()] for n in fields if n.lower() in readable]
+        if fields is not None
+        else list(readable.values())
+    )
+    out: dict[str, Any] = {"Id": row["id"]}
+    for name, column in SYSTEM.items():
+        if fields is None or name in fields:
+            value = row[column]
+            out[name] = bool(value) if name == "IsDeleted" else _timestamp(value)
+    for definition in chosen:
+        out[definition.api_name] = to_wire(definition, row[column_name(definition.api_name)])
+    return RecordData(
+        object=obj.api_name, id=row["id"], row_version=int(row["row_version"]), fields=out
+    )
+
+
+def resolve_object(
+    view: MetadataView, access: CallerAccess, object_name: str | None, record_id: str
+) -> ObjectDef:
+    obj = view.object(object_name) if object_name else view.object_by_prefix(record_id)
+    if obj is None or obj.key_prefix != record_id[:3] or not access.object(view, obj).read:
+        raise RecordNotFound("no such record")
+    return obj
+
+
+async def read_selected(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    object_name: str | None,
+    record_id: str,
+    fields: list[str] | None = None,
+) -> RecordData:
+    try:
+        record_id = to_18(record_id)
+    except ValueError:
+        raise RecordNotFound("malformed record id") from None
+    obj = resolve_object(view, access, object_name, record_id)
+    if fields is not None:
+        known = (
+            {f.api_name.lower() for f in access.readable_fields(view, obj)}
+            | {n.lower() for n in SYSTEM}
+            | {"id"}
+        )
+        unknown = [n for n in fields if n.lower() not in known]
+        if unknown:
+            raise BadRequest(
+                f"no such column {unknown[0]!r} on {obj.api_name}",
+                code=ErrorCategory.INVALID_FIELD.value,
+                fields=dict.fromkeys(unknown, "unknown"),
+            )
+    table = view.table(obj)
+    stmt = select(table).where(
+        table.c.org_id == access.org_id,
+        table.c.id == record_id,
+        table.c.is_deleted.is_(False),
+        access.row_predicate(view, obj, "read"),
+    )
+    row = (await session.execute(stmt)).mappings().first()
+    if row is None:
+        log.info("records.not_visible_or_absent", object=obj.api_name, record_id=record_id)
+        raise RecordNotFound("no such record")
+    return project(view, access, obj, row, fields)
+
+
+async def record_access(
+    session: AsyncSession, *, view: MetadataView, access: CallerAccess, ids: list[str]
+) -> dict[str, dict[str, bool]]:
+    """Read / Edit / Delete / Locked decisions for a batch of ids (one statement per object)."""
+    normalized: dict[str, str] = {}
+    for raw in ids:
+        try:
+            normalized[raw] = to_18(raw)
+        except ValueError:
+            normalized[raw] = ""
+    by_object: dict[str, list[str]] = defaultdict(list)
+    for record_id in set(normalized.values()):
+        obj = view.object_by_prefix(record_id) if record_id else None
+        if obj is not None:
+            by_object[obj.api_name.lower()].append(record_id)
+    decisions: dict[str, dict[str, bool]] = {}
+    store = RecordStore(session, access.org_id)
+    for object_key, object_ids in by_object.items():
+        obj = view.objects[object_key]
+        permissions = access.object(view, obj)
+        rows = await store.rows(
+            view.table(obj),
+            object_ids,
+            columns=["id", "is_deleted"],
+            flags={
+                "r": access.row_predicate(view, obj, "read"),
+                "e": access.row_predicate(view, obj, "edit"),
+                "d": access.row_predicate(view, obj, "delete"),
+            },
+        )
+        for record_id, row in rows.items():
+            readable = bool(row["r"]) and not row["is_deleted"]
+            decisions[record_id] = {
+                "read": readable,
+                "edit": readable and permissions.edit and bool(row["e"]),
+                "delete": readable and permissions.delete and bool(row["d"]),
+                "locked": False,
+            }
+    none = {"read": False, "edit": False, "delete": False, "locked": False}
+    return {raw: decisions.get(record_id, none) for raw, record_id in normalized.items()}
