@@ -36,8 +36,10 @@ CLOCK_SKEW_SECONDS = 5
 #: Which workload may call which internal Runtime capability. Runtime decides; callers only
 #: present who they are.
 CAPABILITIES: Mapping[str, frozenset[str]] = {
-    "app-sfcrm": frozenset({"identity.exchange", "identity.read", "runtime.metadata.apply"}),
-    "integration": frozenset({"identity.read"}),
+    "app-sfcrm": frozenset(
+        {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
+    ),
+    "integration": frozenset({"identity.read", "runtime.records"}),
     "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),

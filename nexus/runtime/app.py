@@ -15,12 +15,13 @@ from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
-API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1")
+API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1", "runtime.records.v1")
 WORKER_CAPABILITIES = ("ops.v1",)
 
 
@@ -32,6 +33,7 @@ def _api_lifespan(
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with identity(app, state):
+            app.state.runtime = RuntimeState()
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:
                 yield

@@ -7,14 +7,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.errors import BadRequest, Forbidden
 from nexus.contracts.identity import TrustedCall
+from nexus.contracts.records import MAX_BATCH, MutateRequest, MutateResponse, RecordData
 from nexus.identity.endpoints import identity_state, internal_call
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import unit_of_work
 from nexus.platform.service_app import ServiceState
+from nexus.runtime.access import AccessCache
+from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
+from nexus.runtime.records.read import read_selected, record_access
 
 router = APIRouter(prefix="/internal/v1/runtime")
 
@@ -23,6 +30,8 @@ class MetadataApplyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     objects: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    permission_sets: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    sharing_rules: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
 
 
 class MetadataApplyResponse(BaseModel):
@@ -69,3 +78,102 @@ async def metadata_apply(
         schema_generation=result.schema_generation,
         metadata_revision=result.metadata_revision,
     )
+
+
+# ---------------------------------------------------------------------------- records
+
+
+class RuntimeState:
+    """What runtime-api holds for its lifetime: metadata and access caches."""
+
+    def __init__(self) -> None:
+        self.metadata = MetadataCache()
+        self.access = AccessCache()
+
+
+def _runtime(request: Request) -> tuple[ServiceState, RuntimeState]:
+    return request.app.state.service, request.app.state.runtime
+
+
+RecordsCaller = Annotated[TrustedCall, Depends(internal_call("runtime.records"))]
+
+
+class ReadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=15, max_length=18)
+    object: str | None = None
+    fields: list[str] | None = Field(default=None, max_length=500)
+
+
+class AccessRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] = Field(max_length=MAX_BATCH)
+
+
+class DescribeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    object: str
+
+
+@router.post("/records/mutate", response_model=MutateResponse)
+async def records_mutate(
+    request: Request, body: MutateRequest, caller: RecordsCaller
+) -> MutateResponse:
+    service, runtime = _runtime(request)
+    try:
+        async with unit_of_work(service.sessions) as session:
+            view = await runtime.metadata.view(session, caller.org_id)
+            access = await runtime.access.for_caller(session, caller)
+            return await mutate(session, view=view, access=access, caller=caller, request=body)
+    except AllOrNoneRolledBack as rolled_back:
+        return rolled_back.response
+
+
+@router.post("/records/read", response_model=RecordData)
+async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        return await read_selected(
+            session,
+            view=view,
+            access=access,
+            object_name=body.object,
+            record_id=body.id,
+            fields=body.fields,
+        )
+
+
+@router.post("/records/access")
+async def records_access(
+    request: Request, body: AccessRequest, caller: RecordsCaller
+) -> dict[str, dict[str, bool]]:
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        return await record_access(session, view=view, access=access, ids=body.ids)
+
+
+@router.post("/describe/global", response_model=list[ObjectSummary])
+async def describe_global_endpoint(request: Request, caller: RecordsCaller) -> list[ObjectSummary]:
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+    return describe_global(view, access)
+
+
+@router.post("/describe/object", response_model=ObjectDescribe)
+async def describe_object_endpoint(
+    request: Request, body: DescribeRequest, caller: RecordsCaller
+) -> ObjectDescribe:
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+    return describe_object(view, access, body.object)

@@ -1,0 +1,113 @@
+"""The internal records and describe API over HTTP, with workload + delegation."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from nexus.identity.repository import IdentityRepository
+from nexus.platform.db import unit_of_work
+from nexus.runtime.assignments import assign_permission_set
+from tests.integration.identity.conftest import ADMIN_PASSWORD, ALICE_PASSWORD, Identity
+from tests.integration.identity.test_metadata_api import delegated_headers
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+API = "/internal/v1/runtime"
+LEAD = {
+    "api_name": "Lead__c",
+    "label": "Lead",
+    "plural_label": "Leads",
+    "key_prefix": "a0L",
+    "sharing_model": "ReadWrite",
+    "name_field": {"api_name": "Name", "label": "Name", "type": "text", "length": 80},
+    "fields": [
+        {"api_name": "Email__c", "label": "Email", "type": "email"},
+        {"api_name": "Score__c", "label": "Score", "type": "number", "precision": 3, "scale": 0},
+    ],
+}
+LEAD_ACCESS = {
+    "api_name": "Lead_Desk",
+    "label": "Lead desk",
+    "objects": [{"object": "Lead__c", "create": True, "read": True, "edit": True}],
+    "fields": [
+        {"field": "Lead__c.Email__c", "read": True, "edit": True},
+        {"field": "Lead__c.Score__c", "read": True},
+    ],
+}
+
+
+async def test_records_and_describe_over_http(identity: Identity) -> None:
+    admin = await delegated_headers(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        applied = await client.post(
+            f"{API}/metadata/apply",
+            headers=admin,
+            json={"objects": [LEAD], "permission_sets": [LEAD_ACCESS]},
+        )
+        assert applied.status_code == 200, applied.text
+
+        alice = await delegated_headers(identity, "alice@example.com", ALICE_PASSWORD)
+        listed = await client.post(f"{API}/describe/global", headers=alice)
+        assert "Lead__c" not in {o["name"] for o in listed.json()}
+        hidden = await client.post(
+            f"{API}/describe/object", headers=alice, json={"object": "Lead__c"}
+        )
+        assert hidden.status_code == 404
+
+        async with unit_of_work(identity.sessions) as session:
+            user = await IdentityRepository(session).user_by_username("alice@example.com")
+            await assign_permission_set(
+                session, org_id=user["org_id"], user_id=user["user_id"], permission_set="Lead_Desk"
+            )
+        alice = await delegated_headers(identity, "alice@example.com", ALICE_PASSWORD)  # new epoch
+        described = (
+            await client.post(f"{API}/describe/object", headers=alice, json={"object": "Lead__c"})
+        ).json()
+        fields = {f["name"]: f for f in described["fields"]}
+        assert fields["Email__c"]["createable"] is True
+        assert fields["Score__c"]["createable"] is False  # read-only by field-level security
+
+        created = (
+            await client.post(
+                f"{API}/records/mutate",
+                headers=alice,
+                json={
+                    "items": [
+                        {
+                            "op": "create",
+                            "object": "Lead__c",
+                            "fields": {"Name": "Ada", "Email__c": "ada@x.io"},
+                        },
+                        {
+                            "op": "create",
+                            "object": "Lead__c",
+                            "fields": {"Name": "Bob", "Score__c": 5},
+                        },
+                    ]
+                },
+            )
+        ).json()["results"]
+        assert created[0]["success"] is True
+        assert created[1]["errors"][0]["category"] == "INVALID_FIELD"
+        record = (
+            await client.post(f"{API}/records/read", headers=alice, json={"id": created[0]["id"]})
+        ).json()
+        assert record["fields"]["Email__c"] == "ada@x.io"
+        decisions = (
+            await client.post(
+                f"{API}/records/access", headers=alice, json={"ids": [created[0]["id"]]}
+            )
+        ).json()
+        assert decisions[created[0]["id"]] == {
+            "read": True,
+            "edit": True,
+            "delete": False,
+            "locked": False,
+        }
+        too_many = await client.post(
+            f"{API}/records/mutate",
+            headers=alice,
+            json={"items": [{"op": "create", "object": "Lead__c", "fields": {"Name": "x"}}] * 201},
+        )
+        assert too_many.status_code == 400
+        assert too_many.json()["code"] == "LIMIT_EXCEEDED"
