@@ -20,6 +20,7 @@ from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.records.graph import RecordGraph, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_selected, record_access
 
@@ -177,3 +178,28 @@ async def describe_object_endpoint(
         view = await runtime.metadata.view(session, caller.org_id)
         access = await runtime.access.for_caller(session, caller)
     return describe_object(view, access, body.object)
+
+
+class GraphRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=15, max_length=18)
+    object: str | None = None
+    related_page: int = Field(default=5, ge=1, le=50)
+
+
+@router.post("/records/graph", response_model=RecordGraph)
+async def records_graph(request: Request, body: GraphRequest, caller: RecordsCaller) -> RecordGraph:
+    """ReadGraph: a record page's record, parents, related lists, access and history."""
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        return await read_graph(
+            session,
+            view=view,
+            access=access,
+            object_name=body.object,
+            record_id=body.id,
+            related_page=body.related_page,
+        )

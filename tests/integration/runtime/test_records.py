@@ -482,3 +482,41 @@ async def test_history_of_tracked_fields(world: World) -> None:
             )
         ).all()
     assert rows == [("Industry", "Retail", "Tech")]
+
+
+async def test_read_graph_composes_a_record_page(world: World) -> None:
+    from nexus.runtime.records.graph import read_graph  # noqa: PLC0415
+
+    account = await new_account(world, Industry="Retail")
+    for _ in range(3):
+        await world.mutate("rep1", create("Invoice__c", Account__c=account))
+    note = (
+        await world.mutate("rep1", create("Note__c", Name="hello", Account__c=account))
+    ).results[0]
+    await world.mutate("rep1", MutateItem(op="update", id=account, fields={"Industry": "Tech"}))
+    caller = await world.caller("vp")
+    async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+        view = await world.metadata.view(session, world.org_id)
+        access = await world.access.for_caller(session, caller)
+        graph = await read_graph(
+            session,
+            view=view,
+            access=access,
+            object_name="Account",
+            record_id=account,
+            related_page=2,
+        )
+        note_graph = await read_graph(
+            session, view=view, access=access, object_name=None, record_id=note.id or ""
+        )
+    assert graph.record.id == account
+    assert "Secret__c" not in graph.field_order
+    lists = {r.object: r for r in graph.related}
+    assert len(lists["Invoice__c"].records) == 2
+    assert lists["Invoice__c"].has_more is True
+    assert lists["Note__c"].records[0].name == "hello"
+    assert graph.access == {"read": True, "edit": True, "delete": True, "locked": False}
+    assert [(h.field, h.old_value, h.new_value) for h in graph.history] == [
+        ("Industry", "Retail", "Tech")
+    ]
+    assert note_graph.parent_names == {"Account__c": "Acme"}
