@@ -9,7 +9,7 @@ so whole batches are decided in the statement that reads them: no per-record que
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, and_, false, or_, select, true
@@ -53,6 +53,8 @@ class CallerAccess:
     visible_owner_ids: frozenset[str]  # the caller and everyone below them in the role hierarchy
     role_lineage: frozenset[str]  # the caller's role and every role above it
     role_names: dict[str, str]  # role name -> role id
+    #: decisions already computed, keyed by metadata revision (a new revision, a new key)
+    _memo: dict[tuple[object, ...], object] = field(default_factory=dict, compare=False, repr=False)
 
     def _sets(self, view: MetadataView) -> list[PermissionSetDef]:
         return [
@@ -60,6 +62,13 @@ class CallerAccess:
         ]
 
     def object(self, view: MetadataView, obj: ObjectDef) -> ObjectAccess:
+        key = ("object", view.revision, obj.api_name)
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._memo[key] = self._object(view, obj)
+        return cached  # type: ignore[return-value]  # stored by this method only
+
+    def _object(self, view: MetadataView, obj: ObjectDef) -> ObjectAccess:
         if self.is_admin:
             return FULL
         grants = [
@@ -82,6 +91,13 @@ class CallerAccess:
 
     def field(self, view: MetadataView, obj: ObjectDef, field: FieldDef) -> tuple[bool, bool]:
         """(readable, editable) for this caller; never more than the object allows."""
+        key = ("field", view.revision, obj.api_name, field.api_name)
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._memo[key] = self._field(view, obj, field)
+        return cached  # type: ignore[return-value]  # stored by this method only
+
+    def _field(self, view: MetadataView, obj: ObjectDef, field: FieldDef) -> tuple[bool, bool]:
         access = self.object(view, obj)
         if not access.read:
             return False, False

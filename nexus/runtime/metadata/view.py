@@ -12,7 +12,7 @@ from sqlalchemy import MetaData, Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.runtime.metadata import models as m
-from nexus.runtime.metadata.definitions import ObjectDef, PermissionSetDef, SharingRuleDef
+from nexus.runtime.metadata.definitions import FieldDef, ObjectDef, PermissionSetDef, SharingRuleDef
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.schema.spec import desired_table, sa_table
 
@@ -26,6 +26,7 @@ class MetadataView:
     permission_sets: dict[str, PermissionSetDef]
     sharing_rules: tuple[SharingRuleDef, ...]
     tables: dict[str, Table] = field(default_factory=dict)
+    fields: dict[str, dict[str, FieldDef]] = field(default_factory=dict)  # object -> field
 
     def object(self, name: str) -> ObjectDef | None:
         return self.objects.get(name.lower())
@@ -36,6 +37,9 @@ class MetadataView:
 
     def table(self, obj: ObjectDef) -> Table:
         return self.tables[obj.api_name.lower()]
+
+    def field(self, obj: ObjectDef, name: str) -> FieldDef | None:
+        return self.fields[obj.api_name.lower()].get(name.lower())
 
 
 class MetadataCache:
@@ -83,4 +87,7 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         permission_sets=permission_sets,
         sharing_rules=rules,
         tables=tables,
+        fields={
+            name: {f.api_name.lower(): f for f in obj.all_fields()} for name, obj in objects.items()
+        },
     )

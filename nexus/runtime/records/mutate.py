@@ -15,6 +15,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import select
@@ -90,7 +91,7 @@ class _Context:
     store: RecordStore
     now_ms: int
 
-    @property
+    @cached_property
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.now_ms / 1000, tz=UTC).replace(tzinfo=None)
 
@@ -175,7 +176,8 @@ def _rolled_back(response: MutateResponse) -> MutateResponse:
 
 
 async def _replay(ctx: _Context, work: list[_Work]) -> None:
-    for w in work:
+    keyed = [w for w in work if w.item.idempotency_key]
+    for w in keyed:
         w.digest = hashlib.sha256(
             json.dumps(
                 w.item.model_dump(mode="json", exclude={"idempotency_key"}),
@@ -183,7 +185,6 @@ async def _replay(ctx: _Context, work: list[_Work]) -> None:
                 default=str,
             ).encode()
         ).hexdigest()
-    keyed = [w for w in work if w.item.idempotency_key]
     prior = await ctx.store.idempotent_results(w.item.idempotency_key or "" for w in keyed)
     for w in keyed:
         found = prior.get(w.item.idempotency_key or "")
@@ -226,15 +227,11 @@ def _resolve_objects(ctx: _Context, work: list[_Work]) -> None:
         w.obj = obj
 
 
-def _field(obj: ObjectDef, name: str) -> FieldDef | None:
-    return next((f for f in obj.all_fields() if f.api_name.lower() == name.lower()), None)
-
-
 async def _resolve_upserts(ctx: _Context, work: list[_Work]) -> None:
     """An upsert becomes an update of the matching record, or a create."""
     groups: dict[tuple[str, str], list[_Work]] = defaultdict(list)
     for w in work:
-        ext = _field(w.definition, w.item.external_id_field or "")
+        ext = ctx.view.field(w.definition, w.item.external_id_field or "")
         if ext is None or not (ext.external_id or ext.unique):
             w.fail(
                 _err(
@@ -247,7 +244,7 @@ async def _resolve_upserts(ctx: _Context, work: list[_Work]) -> None:
         groups[(w.definition.api_name.lower(), ext.api_name)].append(w)
     for (object_key, field_name), members in groups.items():
         obj = ctx.view.objects[object_key]
-        ext = _field(obj, field_name)
+        ext = ctx.view.field(obj, field_name)
         if ext is None:  # pragma: no cover - checked when grouping
             continue
         try:
@@ -271,7 +268,7 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
     """Coerce and authorize the item's field values into column values."""
     obj = w.definition
     for name, raw in w.item.fields.items():
-        definition = _field(obj, name)
+        definition = ctx.view.field(obj, name)
         if definition is None:
             w.fail(_err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name))
             continue
