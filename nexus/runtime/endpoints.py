@@ -33,6 +33,7 @@ class MetadataApplyRequest(BaseModel):
     objects: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     permission_sets: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     sharing_rules: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    layouts: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
 
 
 class MetadataApplyResponse(BaseModel):

@@ -298,12 +298,32 @@ class SharingRuleDef(BaseModel):
     active: bool = True
 
 
+class LayoutSection(BaseModel):
+    model_config = _STRICT
+
+    label: Name
+    columns: int = Field(default=2, ge=1, le=4)
+    fields: tuple[Name, ...]
+
+
+class LayoutDef(BaseModel):
+    """The record page of an object: ordered sections of fields and the related lists shown."""
+
+    model_config = _STRICT
+
+    api_name: Name
+    object: Name
+    sections: tuple[LayoutSection, ...] = Field(min_length=1)
+    related_lists: tuple[Name, ...] = ()  # child objects, in display order
+
+
 class MetadataBatch(BaseModel):
     model_config = _STRICT
 
     objects: tuple[ObjectDef, ...] = ()
     permission_sets: tuple[PermissionSetDef, ...] = ()
     sharing_rules: tuple[SharingRuleDef, ...] = ()
+    layouts: tuple[LayoutDef, ...] = ()
 
 
 class MetadataProblem(BaseModel):
@@ -392,6 +412,30 @@ def _check_access(
         _check_permission_set(pset, f"permission_sets[{i}]", resulting, problem)
     for i, rule in enumerate(batch.sharing_rules):
         _check_sharing_rule(rule, f"sharing_rules[{i}]", resulting, roles, problem)
+    for i, layout in enumerate(batch.layouts):
+        _check_layout(layout, f"layouts[{i}]", resulting, problem)
+
+
+def _check_layout(
+    layout: LayoutDef, path: str, resulting: dict[str, ObjectDef], problem: Any
+) -> None:
+    _check_name(layout.api_name, f"{path}.api_name", problem)
+    obj = resulting.get(layout.object.lower())
+    if obj is None:
+        problem(f"{path}.object", f"no object named {layout.object!r}")
+        return
+    for i, section in enumerate(layout.sections):
+        for j, name in enumerate(section.fields):
+            if _field_of(resulting, layout.object, name) is None:
+                problem(f"{path}.sections[{i}].fields[{j}]", f"no field {name!r} on {obj.api_name}")
+    for j, child_name in enumerate(layout.related_lists):
+        child = resulting.get(child_name.lower())
+        if child is None or not any(
+            (f.reference_to or "").lower() == obj.api_name.lower() for f in child.fields
+        ):
+            problem(
+                f"{path}.related_lists[{j}]", f"{child_name!r} is not a child of {obj.api_name}"
+            )
 
 
 def _check_permission_set(

@@ -41,6 +41,7 @@ from nexus.runtime.schema.spec import TableSpec, desired_table
 OBJECT = "object"
 PERMISSION_SET = "permission_set"
 SHARING_RULE = "sharing_rule"
+LAYOUT = "layout"
 SECURITY_KINDS = frozenset({PERMISSION_SET, SHARING_RULE})
 FAILPOINT_AFTER_DDL = "metadata.after_ddl"
 log = get_logger(__name__)
@@ -124,6 +125,7 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
         for kind, items in (
             (PERMISSION_SET, batch.permission_sets),
             (SHARING_RULE, batch.sharing_rules),
+            (LAYOUT, batch.layouts),
         ):
             for item in items:
                 version = await _stage_definition(

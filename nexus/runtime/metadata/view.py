@@ -12,7 +12,13 @@ from sqlalchemy import MetaData, Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.runtime.metadata import models as m
-from nexus.runtime.metadata.definitions import FieldDef, ObjectDef, PermissionSetDef, SharingRuleDef
+from nexus.runtime.metadata.definitions import (
+    FieldDef,
+    LayoutDef,
+    ObjectDef,
+    PermissionSetDef,
+    SharingRuleDef,
+)
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.schema.spec import desired_table, sa_table
 
@@ -27,6 +33,7 @@ class MetadataView:
     sharing_rules: tuple[SharingRuleDef, ...]
     tables: dict[str, Table] = field(default_factory=dict)
     fields: dict[str, dict[str, FieldDef]] = field(default_factory=dict)  # object -> field
+    layouts: dict[str, LayoutDef] = field(default_factory=dict)  # object -> its layout
 
     def object(self, name: str) -> ObjectDef | None:
         return self.objects.get(name.lower())
@@ -77,6 +84,13 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         SharingRuleDef.model_validate_json(r["body"])
         for r in await repo.active_definitions(org_id, "sharing_rule")
     )
+    layouts = {
+        layout.object.lower(): layout
+        for layout in (
+            LayoutDef.model_validate_json(r["body"])
+            for r in await repo.active_definitions(org_id, "layout")
+        )
+    }
     tables_metadata = MetaData()
     tables = {name: sa_table(desired_table(obj), tables_metadata) for name, obj in objects.items()}
     return MetadataView(
@@ -87,6 +101,7 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         permission_sets=permission_sets,
         sharing_rules=rules,
         tables=tables,
+        layouts=layouts,
         fields={
             name: {f.api_name.lower(): f for f in obj.all_fields()} for name, obj in objects.items()
         },

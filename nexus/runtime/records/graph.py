@@ -46,9 +46,16 @@ class HistoryEntry(BaseModel):
     changed_at_ms: int
 
 
+class GraphSection(BaseModel):
+    label: str
+    columns: int
+    fields: list[str]
+
+
 class RecordGraph(BaseModel):
     record: RecordData
     field_order: list[str]
+    sections: list[GraphSection] = Field(default_factory=list)
     parent_names: dict[str, str | None] = Field(default_factory=dict)  # lookup field -> name
     related: list[RelatedList] = Field(default_factory=list)
     access: dict[str, bool]
@@ -88,14 +95,35 @@ async def read_graph(
         if tracked
         else []
     )
+    sections = _sections(view, obj, {f.api_name for f in readable})
     return RecordGraph(
         record=record,
-        field_order=[f.api_name for f in readable],
+        field_order=[name for section in sections for name in section.fields],
+        sections=sections,
         parent_names=parents,
         related=related,
         access=decisions,
         history=history,
     )
+
+
+def _sections(view: MetadataView, obj: ObjectDef, readable: set[str]) -> list[GraphSection]:
+    """The object's layout with unreadable fields removed; one section of every readable
+    field (in definition order) when the object has no layout."""
+    layout = view.layouts.get(obj.api_name.lower())
+    if layout is None:
+        names = [f.api_name for f in obj.all_fields() if f.api_name in readable]
+        return [GraphSection(label="Details", columns=2, fields=names)]
+    by_lower = {name.lower(): name for name in readable}
+    sections = [
+        GraphSection(
+            label=section.label,
+            columns=section.columns,
+            fields=[by_lower[n.lower()] for n in section.fields if n.lower() in by_lower],
+        )
+        for section in layout.sections
+    ]
+    return [section for section in sections if section.fields]
 
 
 async def _parent_names(
@@ -148,6 +176,13 @@ async def _related(
         if (f.reference_to or "").lower() == obj.api_name.lower()
         and access.field(view, child, f)[0]
     ]
+    layout = view.layouts.get(obj.api_name.lower())
+    if layout is not None:
+        order = [name.lower() for name in layout.related_lists]
+        lists = sorted(
+            (entry for entry in lists if entry[0].api_name.lower() in order),
+            key=lambda entry: order.index(entry[0].api_name.lower()),
+        )
     selects = []
     for position, (child, f) in enumerate(lists):
         table = view.table(child)

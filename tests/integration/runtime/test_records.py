@@ -520,3 +520,44 @@ async def test_read_graph_composes_a_record_page(world: World) -> None:
         ("Industry", "Retail", "Tech")
     ]
     assert note_graph.parent_names == {"Account__c": "Acme"}
+    assert [s.label for s in graph.sections] == ["Details"]  # no layout: every readable field
+
+    layout = {
+        "api_name": "Account_Page",
+        "object": "Account",
+        "sections": [
+            {"label": "Money", "fields": ["Revenue__c", "Secret__c"]},
+            {"label": "About", "columns": 1, "fields": ["Name", "Industry"]},
+        ],
+        "related_lists": ["Note__c", "Invoice__c"],
+    }
+    await apply_metadata(world.engine, org_id=world.org_id, raw={"layouts": [layout]})
+    async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+        view = await world.metadata.view(session, world.org_id)
+        access = await world.access.for_caller(session, caller)
+        laid_out = await read_graph(
+            session, view=view, access=access, object_name="Account", record_id=account
+        )
+    assert [(s.label, s.fields) for s in laid_out.sections] == [
+        ("Money", ["Revenue__c"]),
+        ("About", ["Name", "Industry"]),
+    ]  # Secret__c: FLS-hidden
+    assert laid_out.field_order == ["Revenue__c", "Name", "Industry"]
+    assert [r.object for r in laid_out.related] == ["Note__c", "Invoice__c"]
+
+
+async def test_describe_shows_only_what_the_caller_may_see(world: World) -> None:
+    from nexus.runtime.describe import describe_global, describe_object  # noqa: PLC0415
+
+    async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+        view = await world.metadata.view(session, world.org_id)
+        rep = await world.access.for_caller(session, await world.caller("rep1"))
+        outsider = await world.access.for_caller(session, await world.caller("outsider"))
+    account = describe_object(view, rep, "Account")
+    names = {f.name for f in account.fields}
+    assert "Secret__c" not in names
+    assert {"Name", "Industry", "Revenue__c"} <= names
+    assert account.summary.createable is True
+    assert describe_global(view, outsider) == []
+    with pytest.raises(NotFound):
+        describe_object(view, outsider, "Account")
