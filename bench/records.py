@@ -137,8 +137,8 @@ async def run(url: str, n: int) -> dict[str, Any]:
     async with unit_of_work(sessions, readonly=True) as session:
         view = await metadata.view(session, org_id)
     table = view.table(view.objects["bench__c"])
-    from datetime import date, datetime  # noqa: PLC0415
-    from decimal import Decimal  # noqa: PLC0415
+    from datetime import date, datetime
+    from decimal import Decimal
 
     now = datetime.utcnow()
     started = time.perf_counter()
@@ -223,7 +223,7 @@ async def main(n: int, backends: list[str]) -> dict[str, Any]:
             folder = tempfile.mkdtemp(prefix="nexus-bench-records-")
             out["sqlite"] = await run(f"sqlite+aiosqlite:///{folder}/runtime.sqlite3", n)
         else:
-            from tests.support.mariadb import find_server_binary, start_mariadb  # noqa: PLC0415
+            from tests.support.mariadb import find_server_binary, start_mariadb
 
             binary = find_server_binary()
             if binary is None:

@@ -438,6 +438,30 @@ def cmd_admin_create_role(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_admin_assign(args: argparse.Namespace) -> int:
+    from nexus.identity.errors import UnknownUser
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import unit_of_work
+    from nexus.runtime.assignments import assign_permission_set
+
+    async def assign(sessions: async_sessionmaker[AsyncSession]) -> None:
+        async with unit_of_work(sessions) as session:
+            user = await IdentityRepository(session).user_by_username(args.username)
+            if user is None:
+                raise UnknownUser(f"no user {args.username!r}")
+            await assign_permission_set(
+                session,
+                org_id=user["org_id"],
+                user_id=user["user_id"],
+                permission_set=args.permission_set,
+                assigned=not args.remove,
+            )
+
+    _admin(args, assign)
+    print("removed" if args.remove else "assigned")
+    return 0
+
+
 def cmd_admin_list_clients(args: argparse.Namespace) -> int:
     from nexus.identity import admin
 
@@ -615,6 +639,11 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     role.add_argument("--name", required=True)
     role.add_argument("--parent", help="the role above it")
     role.set_defaults(handler=cmd_admin_create_role)
+    assign = admin_sub.add_parser("assign-permission-set", help="grant a permission set")
+    assign.add_argument("--username", required=True)
+    assign.add_argument("--permission-set", required=True)
+    assign.add_argument("--remove", action="store_true", help="take it away instead")
+    assign.set_defaults(handler=cmd_admin_assign)
     clients = admin_sub.add_parser("list-clients", help="list Connected Apps")
     clients.set_defaults(handler=cmd_admin_list_clients)
     disable = admin_sub.add_parser("disable-client", help="disable a Connected App")

@@ -20,7 +20,7 @@ from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
-from nexus.runtime.records.graph import RecordGraph, read_graph
+from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_selected, record_access
 
@@ -203,4 +203,25 @@ async def records_graph(request: Request, body: GraphRequest, caller: RecordsCal
             object_name=body.object,
             record_id=body.id,
             related_page=body.related_page,
+        )
+
+
+class HistoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=15, max_length=18)
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+@router.post("/records/history", response_model=list[HistoryEntry])
+async def records_history(
+    request: Request, body: HistoryRequest, caller: RecordsCaller
+) -> list[HistoryEntry]:
+    """Field history of one record: only tracked fields the caller may read, if it may read it."""
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        return await field_history(
+            session, view=view, access=access, record_id=body.id, limit=body.limit
         )

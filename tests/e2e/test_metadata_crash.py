@@ -74,4 +74,28 @@ def test_a_crash_after_ddl_is_completed_on_resume(tmp_path: Path, backend: Backe
     assert generation == 1
     again = run(env, "metadata", "apply", str(batch))
     assert "object Project__c: unchanged" in again.stdout
+    access = tmp_path / "access.yaml"
+    access.write_text(
+        yaml.safe_dump(
+            {
+                "permission_sets": [
+                    {
+                        "api_name": "Projects",
+                        "label": "Projects",
+                        "objects": [{"object": "Project__c", "read": True}],
+                    }
+                ]
+            }
+        )
+    )
+    assert run(env, "metadata", "apply", str(access)).returncode == 0
+    granted = run(
+        env, "admin", "assign-permission-set", "--username", "admin", "--permission-set", "Projects"
+    )
+    assert granted.returncode == 0, granted.stderr
+    unknown = run(
+        env, "admin", "assign-permission-set", "--username", "admin", "--permission-set", "Nope"
+    )
+    assert unknown.returncode == 1
+    assert "no permission set named 'Nope'" in unknown.stderr
     db.dispose()

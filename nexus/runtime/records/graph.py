@@ -79,22 +79,7 @@ async def read_graph(
     decisions = (await record_access(session, view=view, access=access, ids=[record.id]))[record.id]
     parents = await _parent_names(session, view, access, record=record, readable=readable)
     related = await _related(session, view, access, obj=obj, record_id=record.id, page=related_page)
-    tracked = {f.api_name for f in readable if f.track_history}
-    history = (
-        [
-            HistoryEntry(
-                field=row["field_name"],
-                old_value=row["old_value"],
-                new_value=row["new_value"],
-                changed_by_id=row["changed_by_id"],
-                changed_at_ms=int(row["changed_at_ms"]),
-            )
-            for row in await RecordStore(session, access.org_id).history(record.id)
-            if row["field_name"] in tracked
-        ]
-        if tracked
-        else []
-    )
+    history = await _history(session, access, record.id, readable, limit=20)
     sections = _sections(view, obj, {f.api_name for f in readable})
     return RecordGraph(
         record=record,
@@ -105,6 +90,48 @@ async def read_graph(
         access=decisions,
         history=history,
     )
+
+
+async def field_history(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    record_id: str,
+    limit: int = 50,
+) -> list[HistoryEntry]:
+    """Tracked-field history of a record the caller may read (NOT_FOUND otherwise)."""
+    record = await read_selected(
+        session, view=view, access=access, object_name=None, record_id=record_id, fields=["Id"]
+    )
+    obj = resolve_object(view, access, None, record.id)
+    return await _history(
+        session, access, record.id, access.readable_fields(view, obj), limit=limit
+    )
+
+
+async def _history(
+    session: AsyncSession,
+    access: CallerAccess,
+    record_id: str,
+    readable: list[FieldDef],
+    *,
+    limit: int,
+) -> list[HistoryEntry]:
+    tracked = {f.api_name for f in readable if f.track_history}
+    if not tracked:
+        return []
+    return [
+        HistoryEntry(
+            field=row["field_name"],
+            old_value=row["old_value"],
+            new_value=row["new_value"],
+            changed_by_id=row["changed_by_id"],
+            changed_at_ms=int(row["changed_at_ms"]),
+        )
+        for row in await RecordStore(session, access.org_id).history(record_id, limit=limit)
+        if row["field_name"] in tracked
+    ]
 
 
 def _sections(view: MetadataView, obj: ObjectDef, readable: set[str]) -> list[GraphSection]:
