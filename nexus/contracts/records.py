@@ -16,6 +16,7 @@ class ErrorCategory(StrEnum):
     ENTITY_IS_DELETED = "ENTITY_IS_DELETED"
     CONFLICT = "CONFLICT"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    VALIDATION_RULE = "VALIDATION_RULE"  # a validation rule's formula found the record invalid
 
 
 class RecordError(BaseModel):

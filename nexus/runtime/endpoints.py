@@ -34,6 +34,8 @@ class MetadataApplyRequest(BaseModel):
     permission_sets: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     sharing_rules: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     layouts: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    validation_rules: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    flows: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
 
 
 class MetadataApplyResponse(BaseModel):

@@ -61,7 +61,7 @@ def compile_formula(source: str, env: Mapping[str, str], *, expect: str | None =
         if isinstance(exc.orig_exc, FormulaError):
             raise exc.orig_exc from None
         raise
-    if expect is not None and not _assignable(node.type, expect):
+    if expect not in (None, "any") and not _assignable(node.type, expect or ""):
         raise FormulaError(f"the formula is {node.type}, {expect} is needed")
     fn = node.fn
     return Formula(source=source, type=node.type, evaluate=fn)

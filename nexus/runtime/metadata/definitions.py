@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from nexus.runtime.formula.compiler import FormulaError, compile_formula
+
 FieldType = Literal[
     "text",
     "textarea",
@@ -317,6 +319,61 @@ class LayoutDef(BaseModel):
     related_lists: tuple[Name, ...] = ()  # child objects, in display order
 
 
+class ValidationRuleDef(BaseModel):
+    """A rule whose formula returns TRUE when the record is invalid."""
+
+    model_config = _STRICT
+
+    api_name: Name
+    object: Name
+    formula: Annotated[str, Field(min_length=1, max_length=3900)]
+    error_message: Annotated[str, Field(min_length=1, max_length=255)]
+    error_field: str | None = None
+    active: bool = True
+
+
+class FieldUpdate(BaseModel):
+    model_config = _STRICT
+
+    field: Name
+    formula: Annotated[str, Field(min_length=1, max_length=3900)]
+
+
+class AfterSaveAction(BaseModel):
+    """Shape only (executed with the work engine): an event written to the Runtime outbox."""
+
+    model_config = _STRICT
+
+    kind: Literal["outbox_event"] = "outbox_event"
+    event: Name
+    payload: dict[str, str] = Field(default_factory=dict)  # name -> formula
+
+
+class FlowDef(BaseModel):
+    """A record-triggered flow. Before-save flows set field values inside the mutation
+    transaction, before validation, in `order`, and never trigger one another."""
+
+    model_config = _STRICT
+
+    api_name: Name
+    object: Name
+    when: Literal["before_save", "after_save"] = "before_save"
+    trigger: Literal["create", "update", "create_or_update"] = "create_or_update"
+    order: int = Field(default=100, ge=0, le=10_000)
+    entry_condition: str | None = None
+    updates: tuple[FieldUpdate, ...] = ()
+    after_save: tuple[AfterSaveAction, ...] = ()
+    active: bool = True
+
+    @model_validator(mode="after")
+    def _actions(self) -> FlowDef:
+        if self.when == "before_save" and (self.after_save or not self.updates):
+            raise ValueError("a before-save flow has field updates (and no after-save actions)")
+        if self.when == "after_save" and (self.updates or not self.after_save):
+            raise ValueError("an after-save flow has after-save actions (and no field updates)")
+        return self
+
+
 class MetadataBatch(BaseModel):
     model_config = _STRICT
 
@@ -324,6 +381,8 @@ class MetadataBatch(BaseModel):
     permission_sets: tuple[PermissionSetDef, ...] = ()
     sharing_rules: tuple[SharingRuleDef, ...] = ()
     layouts: tuple[LayoutDef, ...] = ()
+    validation_rules: tuple[ValidationRuleDef, ...] = ()
+    flows: tuple[FlowDef, ...] = ()
 
 
 class MetadataProblem(BaseModel):
@@ -414,6 +473,86 @@ def _check_access(
         _check_sharing_rule(rule, f"sharing_rules[{i}]", resulting, roles, problem)
     for i, layout in enumerate(batch.layouts):
         _check_layout(layout, f"layouts[{i}]", resulting, problem)
+    for i, validation in enumerate(batch.validation_rules):
+        _check_validation_rule(validation, f"validation_rules[{i}]", resulting, problem)
+    for i, flow in enumerate(batch.flows):
+        _check_flow(flow, f"flows[{i}]", resulting, problem)
+
+
+FORMULA_TYPES = {
+    "number": "number",
+    "currency": "number",
+    "percent": "number",
+    "checkbox": "boolean",
+    "date": "date",
+    "datetime": "datetime",
+    "picklist": "picklist",
+    "multi_picklist": "multipicklist",
+}
+
+
+def formula_env(obj: ObjectDef) -> dict[str, str]:
+    """The fields a formula on `obj` may reference, with their formula types."""
+    env = {f.api_name.lower(): FORMULA_TYPES.get(f.type, "text") for f in obj.all_fields()}
+    env.update(
+        {
+            "id": "text",
+            "ownerid": "text",
+            "createdbyid": "text",
+            "createddate": "datetime",
+            "lastmodifieddate": "datetime",
+        }
+    )
+    return env
+
+
+def _compiles(source: str, env: dict[str, str], expect: str, path: str, problem: Any) -> None:
+    try:
+        compile_formula(source, env, expect=expect)
+    except FormulaError as exc:
+        problem(path, f"line {exc.line}, column {exc.column}: {exc.reason}")
+
+
+def _check_validation_rule(
+    rule: ValidationRuleDef, path: str, resulting: dict[str, ObjectDef], problem: Any
+) -> None:
+    _check_name(rule.api_name, f"{path}.api_name", problem)
+    obj = resulting.get(rule.object.lower())
+    if obj is None:
+        problem(f"{path}.object", f"no object named {rule.object!r}")
+        return
+    _compiles(rule.formula, formula_env(obj), "boolean", f"{path}.formula", problem)
+    if rule.error_field and _field_of(resulting, rule.object, rule.error_field) is None:
+        problem(f"{path}.error_field", f"no field {rule.error_field!r} on {obj.api_name}")
+
+
+def _check_flow(flow: FlowDef, path: str, resulting: dict[str, ObjectDef], problem: Any) -> None:
+    _check_name(flow.api_name, f"{path}.api_name", problem)
+    obj = resulting.get(flow.object.lower())
+    if obj is None:
+        problem(f"{path}.object", f"no object named {flow.object!r}")
+        return
+    env = formula_env(obj)
+    if flow.entry_condition:
+        _compiles(flow.entry_condition, env, "boolean", f"{path}.entry_condition", problem)
+    for j, update in enumerate(flow.updates):
+        target = _field_of(resulting, flow.object, update.field)
+        if target is None or target.type == "auto_number":
+            problem(f"{path}.updates[{j}].field", f"no writable field {update.field!r}")
+            continue
+        _compiles(
+            update.formula,
+            env,
+            FORMULA_TYPES.get(target.type, "text"),
+            f"{path}.updates[{j}].formula",
+            problem,
+        )
+    for j, action in enumerate(flow.after_save):
+        for name, source in action.payload.items():
+            _compiles(source, env, _ANY, f"{path}.after_save[{j}].payload.{name}", problem)
+
+
+_ANY = "any"
 
 
 def _check_layout(

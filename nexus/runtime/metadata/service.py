@@ -42,6 +42,8 @@ OBJECT = "object"
 PERMISSION_SET = "permission_set"
 SHARING_RULE = "sharing_rule"
 LAYOUT = "layout"
+VALIDATION_RULE = "validation_rule"
+FLOW = "flow"
 SECURITY_KINDS = frozenset({PERMISSION_SET, SHARING_RULE})
 FAILPOINT_AFTER_DDL = "metadata.after_ddl"
 log = get_logger(__name__)
@@ -126,6 +128,8 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
             (PERMISSION_SET, batch.permission_sets),
             (SHARING_RULE, batch.sharing_rules),
             (LAYOUT, batch.layouts),
+            (VALIDATION_RULE, batch.validation_rules),
+            (FLOW, batch.flows),
         ):
             for item in items:
                 version = await _stage_definition(

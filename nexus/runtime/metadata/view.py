@@ -11,16 +11,33 @@ from dataclasses import dataclass, field
 from sqlalchemy import MetaData, Table, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.runtime.formula.compiler import Formula, compile_formula
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (
     FieldDef,
+    FlowDef,
     LayoutDef,
     ObjectDef,
     PermissionSetDef,
     SharingRuleDef,
+    ValidationRuleDef,
+    formula_env,
 )
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.schema.spec import desired_table, sa_table
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    definition: ValidationRuleDef
+    formula: Formula
+
+
+@dataclass(frozen=True)
+class CompiledFlow:
+    definition: FlowDef
+    entry: Formula | None
+    updates: tuple[tuple[FieldDef, Formula], ...]
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,8 @@ class MetadataView:
     tables: dict[str, Table] = field(default_factory=dict)
     fields: dict[str, dict[str, FieldDef]] = field(default_factory=dict)  # object -> field
     layouts: dict[str, LayoutDef] = field(default_factory=dict)  # object -> its layout
+    validation_rules: dict[str, list[CompiledRule]] = field(default_factory=dict)
+    before_save_flows: dict[str, list[CompiledFlow]] = field(default_factory=dict)
 
     def object(self, name: str) -> ObjectDef | None:
         return self.objects.get(name.lower())
@@ -91,6 +110,33 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
             for r in await repo.active_definitions(org_id, "layout")
         )
     }
+    validations: dict[str, list[CompiledRule]] = {}
+    for r in await repo.active_definitions(org_id, "validation_rule"):
+        rule = ValidationRuleDef.model_validate_json(r["body"])
+        obj = objects.get(rule.object.lower())
+        if rule.active and obj is not None:
+            formula = compile_formula(rule.formula, formula_env(obj), expect="boolean")
+            validations.setdefault(obj.api_name.lower(), []).append(CompiledRule(rule, formula))
+    flows: dict[str, list[CompiledFlow]] = {}
+    for r in await repo.active_definitions(org_id, "flow"):
+        flow = FlowDef.model_validate_json(r["body"])
+        obj = objects.get(flow.object.lower())
+        if not flow.active or flow.when != "before_save" or obj is None:
+            continue
+        env = formula_env(obj)
+        entry = compile_formula(flow.entry_condition, env) if flow.entry_condition else None
+        updates = tuple(
+            (target, compile_formula(u.formula, env))
+            for u in flow.updates
+            if (
+                target := next(
+                    (f for f in obj.all_fields() if f.api_name.lower() == u.field.lower()), None
+                )
+            )
+        )
+        flows.setdefault(obj.api_name.lower(), []).append(CompiledFlow(flow, entry, updates))
+    for compiled in flows.values():
+        compiled.sort(key=lambda c: (c.definition.order, c.definition.api_name.lower()))
     tables_metadata = MetaData()
     tables = {name: sa_table(desired_table(obj), tables_metadata) for name, obj in objects.items()}
     return MetadataView(
@@ -102,6 +148,8 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         sharing_rules=rules,
         tables=tables,
         layouts=layouts,
+        validation_rules=validations,
+        before_save_flows=flows,
         fields={
             name: {f.api_name.lower(): f for f in obj.all_fields()} for name, obj in objects.items()
         },

@@ -36,6 +36,7 @@ from nexus.platform.db import read_db_now_ms
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
+from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.records.coercion import InvalidValue, coerce
@@ -292,7 +293,49 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
             default = _default(definition)
             if default is not None:
                 w.values[column] = default
-        missing = w.values.get(column) is None and (creating or column in w.values)
+
+
+_SYSTEM_PATHS = {
+    "id": "id",
+    "ownerid": "owner_id",
+    "createdbyid": "created_by_id",
+    "createddate": "created_date",
+    "lastmodifieddate": "last_modified_date",
+}
+
+
+def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
+    """Before-save flows (in order, once each: no recursion), then required fields, then
+    every active validation rule, all failures reported together."""
+    obj = w.definition
+    key = obj.api_name.lower()
+    values: dict[str, Any] = {}
+    prior: dict[str, Any] | None = None
+    if old is not None:
+        prior = {f.api_name.lower(): old[column_name(f.api_name)] for f in obj.all_fields()}
+        prior.update({path: old[column] for path, column in _SYSTEM_PATHS.items()})
+        values.update(prior)
+    values.update(w.values)
+    formula_ctx = Context(values=values, prior=prior, is_new=old is None, now=ctx.now)
+    event = "create" if old is None else "update"
+    for flow in ctx.view.before_save_flows.get(key, ()):
+        if flow.definition.trigger not in (event, "create_or_update"):
+            continue
+        if flow.entry is not None and not flow.entry.evaluate(formula_ctx):
+            continue
+        for target, formula in flow.updates:
+            column = column_name(target.api_name)
+            result = formula.evaluate(formula_ctx)
+            try:
+                stored = result if isinstance(result, datetime) else coerce(target, result)
+            except InvalidValue as exc:
+                w.fail(exc.error)
+                continue
+            w.values[column] = stored
+            values[column] = stored
+    for definition in obj.all_fields():
+        column = column_name(definition.api_name)
+        missing = values.get(column) is None and (old is None or column in w.values)
         needed = definition.required or (
             definition.api_name == "Name" and definition.type == "text"
         )
@@ -304,6 +347,10 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
                     definition.api_name,
                 )
             )
+    for rule in ctx.view.validation_rules.get(key, ()):
+        if rule.formula.evaluate(formula_ctx):
+            fields = [rule.definition.error_field] if rule.definition.error_field else []
+            w.fail(_err(ErrorCategory.VALIDATION_RULE, rule.definition.error_message, *fields))
 
 
 def _default(definition: FieldDef) -> Any:
@@ -391,6 +438,8 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             continue
         for w in members:
             _values(ctx, w, creating=True)
+            if not w.failed:
+                _apply_logic(ctx, w, None)
         await _check_references(ctx, obj, [w for w in members if not w.failed])
         await _check_unique(ctx, obj, [w for w in members if not w.failed])
         valid = [w for w in members if not w.failed]
@@ -467,8 +516,11 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
         rows = await _load_for_change(ctx, obj, members, "edit")
         may_edit = ctx.access.object(ctx.view, obj).edit
         for w in members:
-            if _gate(ctx, obj, w, rows.get(w.record_id or ""), allowed=may_edit, deleted_ok=False):
+            row = rows.get(w.record_id or "")
+            if _gate(ctx, obj, w, row, allowed=may_edit, deleted_ok=False):
                 _values(ctx, w, creating=False)
+                if not w.failed:
+                    _apply_logic(ctx, w, row)
         live = [w for w in members if not w.failed]
         await _check_references(ctx, obj, live)
         await _check_unique(ctx, obj, live)

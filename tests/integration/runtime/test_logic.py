@@ -1,0 +1,202 @@
+"""Validation rules and before-save flows inside the mutation transaction, both backends."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from nexus.contracts.records import MutateItem
+from nexus.runtime.metadata.definitions import InvalidMetadata
+from nexus.runtime.metadata.service import apply_metadata
+from tests.integration.runtime.test_records import World, create
+from tests.integration.runtime.test_records import world as world  # noqa: PLC0414  (fixture)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+LOGIC = {
+    "validation_rules": [
+        {
+            "api_name": "Revenue_Positive",
+            "object": "Account",
+            "formula": "Revenue__c < 0",
+            "error_message": "Revenue cannot be negative",
+            "error_field": "Revenue__c",
+        },
+        {
+            "api_name": "Tech_Needs_Key",
+            "object": "Account",
+            "formula": "ISPICKVAL(Industry, 'Tech') && ISBLANK(Ext_Key__c)",
+            "error_message": "Tech accounts need a key",
+        },
+        {
+            "api_name": "Inactive_Rule",
+            "object": "Account",
+            "formula": "TRUE",
+            "error_message": "never",
+            "active": False,
+        },
+    ],
+    "flows": [
+        {
+            "api_name": "Suffix_B",
+            "object": "Account",
+            "order": 20,
+            "trigger": "create",
+            "updates": [{"field": "Name", "formula": "Name & '-b'"}],
+        },
+        {
+            "api_name": "First_Trim",
+            "object": "Account",
+            "order": 10,
+            "updates": [{"field": "Name", "formula": "TRIM(Name)"}],
+        },
+        {
+            "api_name": "Suffix_A",
+            "object": "Account",
+            "order": 15,
+            "trigger": "create",
+            "updates": [{"field": "Name", "formula": "Name & '-a'"}],
+        },
+        {
+            "api_name": "Tag_Big",
+            "object": "Account",
+            "order": 30,
+            "trigger": "create",
+            "entry_condition": "Revenue__c > 1000",
+            "updates": [{"field": "Industry", "formula": "'Retail'"}],
+        },
+        {
+            "api_name": "Count_Updates",
+            "object": "Account",
+            "order": 40,
+            "trigger": "update",
+            "entry_condition": "ISCHANGED(Name)",
+            "updates": [{"field": "Revenue__c", "formula": "PRIORVALUE(Revenue__c) + 1"}],
+        },
+    ],
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def logic(world: World) -> AsyncIterator[World]:
+    await apply_metadata(world.engine, org_id=world.org_id, raw=LOGIC)
+    yield world
+
+
+async def test_flows_run_in_order_before_validation(logic: World) -> None:
+    result = (
+        await logic.mutate("rep1", create("Account", Name="  acme  ", Revenue__c=5000))
+    ).results[0]
+    assert result.success, result.errors
+    record = await logic.read("rep1", result.id or "")
+    assert record.fields["Name"] == "acme-a-b"  # order 10, 15, 20 (not definition order)
+    assert record.fields["Industry"] == "Retail"  # entry condition matched on create
+
+
+async def test_all_failing_rules_are_reported_together(logic: World) -> None:
+    result = (
+        await logic.mutate("rep1", create("Account", Name="x", Revenue__c=-1, Industry="Tech"))
+    ).results[0]
+    assert not result.success
+    messages = {e.message for e in result.errors}
+    assert messages == {"Revenue cannot be negative", "Tech accounts need a key"}
+    assert {tuple(e.fields) for e in result.errors} == {("Revenue__c",), ()}
+    assert all(e.category == "VALIDATION_RULE" for e in result.errors)
+
+
+async def test_update_flows_see_prior_values_and_do_not_recurse(logic: World) -> None:
+    account = (
+        (await logic.mutate("rep1", create("Account", Name="base", Revenue__c=10))).results[0].id
+    )
+    renamed = await logic.mutate(
+        "rep1", MutateItem(op="update", id=account, fields={"Name": "next"})
+    )
+    assert renamed.results[0].success, renamed.results[0].errors
+    record = await logic.read("rep1", account or "")
+    assert record.fields["Revenue__c"] == 11.0  # ran once: the flow's own change triggers nothing
+    assert record.fields["Name"] == "next"
+    untouched = await logic.mutate(
+        "rep1", MutateItem(op="update", id=account, fields={"Revenue__c": 50})
+    )
+    assert untouched.results[0].success
+    assert (await logic.read("rep1", account or "")).fields["Revenue__c"] == 50.0
+
+
+async def test_an_update_is_validated_against_the_merged_record(logic: World) -> None:
+    account = (await logic.mutate("rep1", create("Account", Name="v", Revenue__c=1))).results[0].id
+    bad = await logic.mutate(
+        "rep1", MutateItem(op="update", id=account, fields={"Industry": "Tech"})
+    )
+    assert bad.results[0].errors[0].message == "Tech accounts need a key"
+
+
+@pytest.mark.parametrize(
+    ("batch", "path", "message"),
+    [
+        (
+            {
+                "validation_rules": [
+                    {
+                        "api_name": "Bad",
+                        "object": "Account",
+                        "formula": "Revenue__c +",
+                        "error_message": "m",
+                    }
+                ]
+            },
+            "validation_rules[0].formula",
+            "syntax error",
+        ),
+        (
+            {
+                "validation_rules": [
+                    {
+                        "api_name": "Bad",
+                        "object": "Account",
+                        "formula": "Revenue__c + 1",
+                        "error_message": "m",
+                    }
+                ]
+            },
+            "validation_rules[0].formula",
+            "the formula is number, boolean is needed",
+        ),
+        (
+            {
+                "flows": [
+                    {
+                        "api_name": "Bad",
+                        "object": "Account",
+                        "updates": [{"field": "Revenue__c", "formula": "'text'"}],
+                    }
+                ]
+            },
+            "flows[0].updates[0].formula",
+            "the formula is text, number is needed",
+        ),
+        (
+            {
+                "flows": [
+                    {
+                        "api_name": "Bad",
+                        "object": "Account",
+                        "entry_condition": "Nope__c",
+                        "updates": [{"field": "Name", "formula": "'x'"}],
+                    }
+                ]
+            },
+            "flows[0].entry_condition",
+            "unknown field Nope__c",
+        ),
+    ],
+)
+async def test_formulas_are_checked_when_saved(
+    logic: World, batch: dict, path: str, message: str
+) -> None:
+    with pytest.raises(InvalidMetadata) as caught:
+        await apply_metadata(logic.engine, org_id=logic.org_id, raw=batch)
+    assert any(p.path == path and message in p.message for p in caught.value.problems), (
+        caught.value.problems
+    )
