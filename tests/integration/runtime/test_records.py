@@ -102,6 +102,7 @@ METADATA = {
                     "type": "lookup",
                     "reference_to": "Account",
                     "relationship_name": "Account__r",
+                    "child_relationship_name": "Notes__r",
                 }
             ],
         },

@@ -1,0 +1,622 @@
+"""SOQL -> SQLAlchemy Core, with object, field and row permissions inside the SQL.
+
+One statement for the rows (parent paths become LEFT OUTER JOINs whose ON clause carries the
+parent's read predicate, so an invisible parent reads as null), one for `totalSize` only when
+the page is full, and one per child subquery level (`fk IN (page ids)`), never per row.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, not_, or_, select, true
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select as SqlSelect
+
+from nexus.identity import models as im
+from nexus.platform.ids import to_18
+from nexus.runtime.access import CallerAccess
+from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
+from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
+from nexus.runtime.records.coercion import to_wire
+from nexus.runtime.schema.spec import column_name
+
+DEFAULT_PAGE = 2000
+MIN_PAGE = 200
+MAX_DEPTH = 5
+LOCATOR_TTL_SECONDS = 15 * 60
+CANONICAL = {
+    "id": "Id",
+    "ownerid": "OwnerId",
+    "createdbyid": "CreatedById",
+    "createddate": "CreatedDate",
+    "lastmodifiedbyid": "LastModifiedById",
+    "lastmodifieddate": "LastModifiedDate",
+    "systemmodstamp": "SystemModstamp",
+    "isdeleted": "IsDeleted",
+    "owner": "Owner",
+    "createdby": "CreatedBy",
+    "lastmodifiedby": "LastModifiedBy",
+    "name": "Name",
+    "username": "Username",
+    "email": "Email",
+}
+SYSTEM = {
+    "id": ("id", "id"),
+    "ownerid": ("owner_id", "reference"),
+    "createdbyid": ("created_by_id", "reference"),
+    "createddate": ("created_date", "datetime"),
+    "lastmodifiedbyid": ("last_modified_by_id", "reference"),
+    "lastmodifieddate": ("last_modified_date", "datetime"),
+    "systemmodstamp": ("system_modstamp", "datetime"),
+    "isdeleted": ("is_deleted", "boolean"),
+}
+USER_FIELDS = {"id": "user_id", "name": "display_name", "username": "username", "email": "email"}
+USER_RELATIONS = {
+    "owner": "owner_id",
+    "createdby": "created_by_id",
+    "lastmodifiedby": "last_modified_by_id",
+}
+
+
+def _invalid_field(path: Path, detail: str = "") -> SoqlError:
+    return SoqlError(
+        f"No such column '{path.text}' (line {path.line}, column {path.column}){detail}",
+        code="INVALID_FIELD",
+    )
+
+
+@dataclass
+class QueryPage:
+    total_size: int
+    done: bool
+    records: list[dict[str, Any]]
+    next_locator: str | None = None
+
+
+@dataclass
+class _Column:
+    key: str  # result label
+    path: Path
+    kind: str  # field type, or system kinds
+    definition: FieldDef | None
+    expr: ColumnElement[Any]
+
+
+@dataclass
+class _Plan:
+    obj: ObjectDef
+    table: Any
+    joins: list[tuple[Any, ColumnElement[bool]]] = field(default_factory=list)
+    aliases: dict[tuple[str, ...], tuple[Any, ObjectDef | None, str]] = field(default_factory=dict)
+    columns: list[_Column] = field(default_factory=list)
+
+
+class _Compiler:
+    def __init__(self, view: MetadataView, access: CallerAccess, *, include_deleted: bool) -> None:
+        self.view = view
+        self.access = access
+        self.include_deleted = include_deleted
+        self.counter = 0
+
+    def object(self, name: str, position: tuple[int, int]) -> ObjectDef:
+        obj = self.view.object(name)
+        if obj is None or not self.access.object(self.view, obj).read:
+            raise SoqlError(
+                f"sObject type '{name}' is not supported "
+                f"(line {position[0]}, column {position[1]})",
+                code="INVALID_TYPE",
+            )
+        return obj
+
+    def alias(self, obj: ObjectDef) -> Any:
+        self.counter += 1
+        return self.view.table(obj).alias(f"t{self.counter}")
+
+    def visible(self, alias: Any, obj: ObjectDef) -> ColumnElement[bool]:
+        conditions = [
+            alias.c.org_id == self.access.org_id,
+            _rebind(self.access.row_predicate(self.view, obj, "read"), self.view.table(obj), alias),
+        ]
+        if not self.include_deleted:
+            conditions.append(alias.c.is_deleted.is_(False))
+        return and_(*conditions)
+
+    def resolve(self, plan: _Plan, path: Path) -> _Column:
+        if len(path.parts) > MAX_DEPTH + 1:
+            raise _invalid_field(path, f": at most {MAX_DEPTH} relationship levels")
+        current_alias: Any = plan.table
+        current_obj: ObjectDef | None = plan.obj
+        canonical: list[str] = []
+        for depth, part in enumerate(path.parts[:-1]):
+            key = tuple(p.lower() for p in path.parts[: depth + 1])
+            if key in plan.aliases:
+                current_alias, current_obj, name = plan.aliases[key]
+                canonical.append(name)
+                continue
+            if current_obj is None:
+                raise _invalid_field(path)
+            lowered = part.lower()
+            if lowered in USER_RELATIONS:
+                user = im.user.alias(f"u{self.counter + 1}")
+                self.counter += 1
+                plan.joins.append(
+                    (
+                        user,
+                        and_(
+                            user.c.org_id == current_alias.c.org_id,
+                            user.c.user_id == current_alias.c[USER_RELATIONS[lowered]],
+                        ),
+                    )
+                )
+                plan.aliases[key] = (user, None, CANONICAL[lowered])
+                canonical.append(CANONICAL[lowered])
+                current_alias, current_obj = user, None
+                continue
+            lookup = next(
+                (
+                    f
+                    for f in current_obj.fields
+                    if f.type in ("lookup", "master_detail")
+                    and (f.relationship_name or "").lower() in (lowered, lowered + "__r")
+                    and self.access.field(self.view, current_obj, f)[0]
+                ),
+                None,
+            )
+            if lookup is None:
+                raise _invalid_field(path, f": no relationship '{part}' on {current_obj.api_name}")
+            parent = self.view.object(lookup.reference_to or "")
+            if parent is None or not self.access.object(self.view, parent).read:
+                raise _invalid_field(path)
+            parent_alias = self.alias(parent)
+            plan.joins.append(
+                (
+                    parent_alias,
+                    and_(
+                        parent_alias.c.id == current_alias.c[column_name(lookup.api_name)],
+                        self.visible(parent_alias, parent),
+                    ),
+                )
+            )
+            name = lookup.relationship_name or part
+            plan.aliases[key] = (parent_alias, parent, name)
+            canonical.append(name)
+            current_alias, current_obj = parent_alias, parent
+        last = path.parts[-1].lower()
+
+        def made(name: str, kind: str, definition: FieldDef | None, expr: Any) -> _Column:
+            shown = Path((*canonical, name), path.line, path.column)
+            return _Column(shown.text, shown, kind, definition, expr)
+
+        if current_obj is None:
+            if last not in USER_FIELDS:
+                raise _invalid_field(path)
+            return made(CANONICAL[last], "text", None, current_alias.c[USER_FIELDS[last]])
+        if last in SYSTEM:
+            column, kind = SYSTEM[last]
+            return made(CANONICAL[last], kind, None, current_alias.c[column])
+        definition = self.view.field(current_obj, last)
+        if definition is None or not self.access.field(self.view, current_obj, definition)[0]:
+            raise _invalid_field(path)
+        return made(
+            definition.api_name,
+            definition.type,
+            definition,
+            current_alias.c[column_name(definition.api_name)],
+        )
+
+    # ---------------------------------------------------------------- conditions
+    def condition(self, plan: _Plan, cond: Condition) -> ColumnElement[bool]:
+        if cond.op in ("and", "or"):
+            parts = [self.condition(plan, c) for c in cond.children]
+            return parts[0] if len(parts) == 1 else (and_ if cond.op == "and" else or_)(*parts)
+        if cond.op == "not":
+            return not_(self.condition(plan, cond.children[0]))
+        if cond.path is None:  # pragma: no cover - the parser gives every comparison a path
+            raise SoqlError("malformed condition")
+        column = self.resolve(plan, cond.path)
+        expr = column.expr
+        values = [self.literal(column, v) for v in cond.values]
+        if cond.op == "compare":
+            return _compare(expr, cond.operator, values[0], column, cond.values[0])
+        if cond.op == "like":
+            if not isinstance(values[0], str):
+                raise SoqlError(
+                    f"LIKE needs a string (line {cond.path.line})", code="MALFORMED_QUERY"
+                )
+            return expr.like(values[0], escape="\\")
+        if cond.op in ("in", "not_in"):
+            present = [v for v in values if v is not None]
+            clause = expr.in_(present) if present else false_clause()
+            if any(v is None for v in values):
+                clause = or_(clause, expr.is_(None))
+            return (
+                clause
+                if cond.op == "in"
+                else or_(not_(clause), expr.is_(None))
+                if None not in values
+                else not_(clause)
+            )
+        if cond.op in ("includes", "excludes"):
+            clauses = [_has_value(expr, str(v)) for v in values if v is not None]
+            match = or_(*clauses) if clauses else false_clause()
+            return match if cond.op == "includes" else or_(not_(match), expr.is_(None))
+        raise SoqlError(f"unsupported operator {cond.op}")
+
+    def literal(self, column: _Column, literal: Literal) -> Any:
+        if literal.kind == "null":
+            return None
+        convert = _CONVERTERS.get(column.kind, _text_value)
+        try:
+            return convert(literal)
+        except (ValueError, InvalidOperation):
+            raise SoqlError(
+                f"value of type {literal.kind} does not fit {column.path.text} ({column.kind}) "
+                f"(line {column.path.line}, column {column.path.column})",
+                code="INVALID_FIELD",
+            ) from None
+
+
+def _require(literal: Literal, *kinds: str) -> None:
+    if literal.kind not in kinds:
+        raise ValueError(literal.kind)
+
+
+def _number_value(literal: Literal) -> Decimal:
+    _require(literal, "number")
+    return Decimal(literal.value)
+
+
+def _bool_value(literal: Literal) -> bool:
+    _require(literal, "boolean")
+    return bool(literal.value)
+
+
+def _date_value(literal: Literal) -> Any:
+    _require(literal, "date", "date_literal")
+    if literal.kind == "date_literal":
+        return _date_range(literal.value, datetime.now(UTC).date())
+    return date.fromisoformat(literal.value)
+
+
+def _datetime_value(literal: Literal) -> Any:
+    _require(literal, "datetime", "date_literal")
+    if literal.kind == "date_literal":
+        start, end = _date_range(literal.value, datetime.now(UTC).date())
+        return (
+            datetime.combine(start, datetime.min.time()),
+            datetime.combine(end, datetime.min.time()),
+        )
+    text = literal.value.replace("Z", "+00:00")
+    if len(text) > 5 and text[-5] in "+-" and ":" not in text[-5:]:
+        text = text[:-2] + ":" + text[-2:]
+    return datetime.fromisoformat(text).astimezone(UTC).replace(tzinfo=None)
+
+
+def _reference_value(literal: Literal) -> str:
+    _require(literal, "string")
+    try:
+        return to_18(literal.value)
+    except ValueError:
+        return str(literal.value)
+
+
+def _text_value(literal: Literal) -> str:
+    _require(literal, "string")
+    return str(literal.value)
+
+
+_CONVERTERS = {
+    "number": _number_value,
+    "currency": _number_value,
+    "percent": _number_value,
+    "checkbox": _bool_value,
+    "boolean": _bool_value,
+    "date": _date_value,
+    "datetime": _datetime_value,
+    "id": _reference_value,
+    "reference": _reference_value,
+    "lookup": _reference_value,
+    "master_detail": _reference_value,
+}
+
+
+def false_clause() -> ColumnElement[bool]:
+    return true().is_(False)
+
+
+def _has_value(expr: Any, value: str) -> ColumnElement[bool]:
+    return or_(
+        expr == value, expr.like(f"{value};%"), expr.like(f"%;{value}"), expr.like(f"%;{value};%")
+    )
+
+
+def _compare(
+    expr: Any, op: str, value: Any, column: _Column, literal: Literal
+) -> ColumnElement[bool]:
+    if isinstance(value, tuple):  # a date literal: a [start, end) range
+        start, end = value
+        ranges = {
+            "=": and_(expr >= start, expr < end),
+            "!=": or_(expr < start, expr >= end),
+            "<>": or_(expr < start, expr >= end),
+            "<": expr < start,
+            "<=": expr < end,
+            ">": expr >= end,
+            ">=": expr >= start,
+        }
+        return ranges[op]  # type: ignore[no-any-return]
+    if value is None:
+        if op in ("=",):
+            return expr.is_(None)  # type: ignore[no-any-return]
+        if op in ("!=", "<>"):
+            return expr.isnot(None)  # type: ignore[no-any-return]
+        raise SoqlError(f"null can only be compared with = or != ({column.path.text})")
+    operators = {
+        "=": expr == value,
+        "!=": or_(expr != value, expr.is_(None)),
+        "<>": or_(expr != value, expr.is_(None)),
+        "<": expr < value,
+        "<=": expr <= value,
+        ">": expr > value,
+        ">=": expr >= value,
+    }
+    return operators[op]  # type: ignore[no-any-return]
+
+
+def _date_range(literal: str, today: date) -> tuple[date, date]:
+    """A date literal as a half-open [start, end) range of days."""
+    if literal.startswith("LAST_N_DAYS:"):
+        n = int(literal.split(":")[1])
+        return today - timedelta(days=n), today + timedelta(days=1)
+    if literal.startswith("NEXT_N_DAYS:"):
+        n = int(literal.split(":")[1])
+        return today, today + timedelta(days=n + 1)
+    one = timedelta(days=1)
+    if literal in ("TODAY", "YESTERDAY", "TOMORROW"):
+        day = today + {"TODAY": 0, "YESTERDAY": -1, "TOMORROW": 1}[literal] * one
+        return day, day + one
+    if literal.endswith("_WEEK"):
+        start = today - timedelta(days=(today.weekday() + 1) % 7)
+        shift = {"THIS": 0, "LAST": -7, "NEXT": 7}[literal.split("_", maxsplit=1)[0]]
+        start += timedelta(days=shift)
+        return start, start + timedelta(days=7)
+    if literal.endswith("_MONTH"):
+        index = (
+            today.year * 12
+            + today.month
+            - 1
+            + {"THIS": 0, "LAST": -1, "NEXT": 1}[literal.split("_", maxsplit=1)[0]]
+        )
+        start = date(index // 12, index % 12 + 1, 1)
+        following = index + 1
+        return start, date(following // 12, following % 12 + 1, 1)
+    year = today.year + {"THIS": 0, "LAST": -1, "NEXT": 1}[literal.split("_", maxsplit=1)[0]]
+    return date(year, 1, 1), date(year + 1, 1, 1)
+
+
+def _rebind(predicate: ColumnElement[bool], table: Any, alias: Any) -> ColumnElement[bool]:
+    from sqlalchemy.sql.util import ClauseAdapter  # noqa: PLC0415
+
+    return ClauseAdapter(alias).traverse(predicate)
+
+
+# -------------------------------------------------------------------- execution
+
+
+def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any]]:
+    obj = compiler.object(query.object, query.object_position)
+    alias = compiler.alias(obj)
+    plan = _Plan(obj=obj, table=alias)
+    if query.count and (query.fields or query.children):
+        raise SoqlError("COUNT() cannot be combined with fields")
+    paths = query.fields or (Path(("Id",)),)
+    seen: set[str] = set()
+    for path in paths:
+        column = compiler.resolve(plan, path)
+        if column.key.lower() not in seen:
+            seen.add(column.key.lower())
+            plan.columns.append(column)
+    if not any(c.key.lower() == "id" for c in plan.columns):
+        plan.columns.insert(0, compiler.resolve(plan, Path(("Id",))))
+    where = [compiler.visible(alias, obj)]
+    if query.where is not None:
+        where.append(compiler.condition(plan, query.where))
+    order: list[Any] = []
+    for item in query.order:
+        column = compiler.resolve(plan, item.path)
+        nulls_last = item.nulls_last if item.nulls_last is not None else item.descending
+        order.append(column.expr.is_(None) if nulls_last else column.expr.isnot(None))
+        order.append(column.expr.desc() if item.descending else column.expr.asc())
+    order.append(alias.c.id)
+    source: Any = alias
+    for joined, on in plan.joins:
+        source = source.outerjoin(joined, on)
+    stmt = (
+        select(*[c.expr.label(f"c{i}") for i, c in enumerate(plan.columns)])
+        .select_from(source)
+        .where(*where)
+        .order_by(*order)
+    )
+    return plan, stmt
+
+
+def _record(plan: _Plan, row: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"attributes": {"type": plan.obj.api_name}}
+    for i, column in enumerate(plan.columns):
+        value = row[f"c{i}"]
+        if column.definition is not None:
+            value = to_wire(column.definition, value)
+        elif column.kind == "datetime" and value is not None:
+            value = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}+0000"
+        elif column.kind == "boolean":
+            value = bool(value)
+        target = record
+        for part in column.path.parts[:-1]:
+            nested = target.get(part)
+            if nested is None:
+                nested = target[part] = {"attributes": {"type": part}}
+            target = nested
+        target[column.path.parts[-1]] = value
+    return _null_missing_parents(record)
+
+
+def _null_missing_parents(record: dict[str, Any]) -> dict[str, Any]:
+    for key, value in list(record.items()):
+        if isinstance(value, dict) and key != "attributes":
+            inner = _null_missing_parents(value)
+            fields = {k: v for k, v in inner.items() if k != "attributes"}
+            record[key] = None if fields and all(v is None for v in fields.values()) else inner
+    return record
+
+
+async def run_query(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    soql: str,
+    include_deleted: bool = False,
+    page_size: int = DEFAULT_PAGE,
+    start: int = 0,
+) -> QueryPage:
+    page_size = max(MIN_PAGE, min(page_size, DEFAULT_PAGE))
+    query = parse_soql(soql)
+    compiler = _Compiler(view, access, include_deleted=include_deleted)
+    plan, stmt = _statement(compiler, query)
+    if query.count:
+        counted = select(func.count()).select_from(
+            stmt.with_only_columns(plan.table.c.id).order_by(None).subquery()
+        )
+        total = int((await session.execute(counted)).scalar_one())
+        return QueryPage(total_size=total, done=True, records=[])
+    offset = (query.offset or 0) + start
+    remaining = None if query.limit is None else max(query.limit - start, 0)
+    fetch = page_size + 1 if remaining is None else min(page_size + 1, remaining)
+    rows = (
+        list((await session.execute(stmt.offset(offset).limit(fetch))).mappings()) if fetch else []
+    )
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    if more:
+        bounded = stmt.order_by(None).with_only_columns(plan.table.c.id)
+        if query.limit is not None:
+            bounded = bounded.limit(query.limit)
+        if query.offset:
+            bounded = bounded.offset(query.offset)
+        total = int(
+            (
+                await session.execute(select(func.count()).select_from(bounded.subquery()))
+            ).scalar_one()
+        )
+    else:
+        total = start + len(rows)
+    records = [_record(plan, row) for row in rows]
+    for child in query.children:
+        await _attach_children(session, compiler, plan, child, records)
+    return QueryPage(total_size=total, done=not more, records=records)
+
+
+async def _attach_children(
+    session: AsyncSession,
+    compiler: _Compiler,
+    plan: _Plan,
+    child: Select,
+    records: list[dict[str, Any]],
+) -> None:
+    relationship = child.object.lower()
+    match = next(
+        (
+            (obj, f)
+            for obj in compiler.view.objects.values()
+            for f in obj.fields
+            if (f.reference_to or "").lower() == plan.obj.api_name.lower()
+            and (f.child_relationship_name or "").lower() in (relationship, relationship + "__r")
+        ),
+        None,
+    )
+    if match is None or not compiler.access.object(compiler.view, match[0]).read:
+        raise SoqlError(
+            f"Didn't understand relationship '{child.object}' in FROM part of query",
+            code="INVALID_TYPE",
+        )
+    child_obj, fk = match
+    sub = Select(
+        fields=child.fields,
+        children=(),
+        count=False,
+        object=child_obj.api_name,
+        object_position=child.object_position,
+        where=child.where,
+        order=child.order,
+    )
+    child_plan, stmt = _statement(compiler, sub)
+    fk_column = child_plan.table.c[column_name(fk.api_name)]
+    ids = [r["Id"] for r in records]
+    stmt = stmt.add_columns(fk_column.label("__parent"))
+    stmt = stmt.where(fk_column.in_(ids)) if ids else stmt.where(false_clause())
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in (await session.execute(stmt)).mappings():
+        grouped.setdefault(row["__parent"], []).append(_record(child_plan, row))
+    limit = child.limit
+    for record in records:
+        items = grouped.get(record["Id"], [])
+        if limit is not None:
+            items = items[:limit]
+        record[child.object] = (
+            {"totalSize": len(items), "done": True, "records": items} if items else None
+        )
+
+
+# -------------------------------------------------------------------- cursors
+
+
+def make_locator(
+    key: bytes,
+    *,
+    org_id: str,
+    user_id: str,
+    soql: str,
+    include_deleted: bool,
+    page_size: int,
+    start: int,
+) -> str:
+    payload = json.dumps(
+        {
+            "o": org_id,
+            "u": user_id,
+            "q": soql,
+            "d": include_deleted,
+            "p": page_size,
+            "s": start,
+            "e": int(time.time()) + LOCATOR_TTL_SECONDS,
+        },
+        separators=(",", ":"),
+    ).encode()
+    mac = hmac.new(key, payload, hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(payload + mac).decode().rstrip("=")
+
+
+def read_locator(key: bytes, locator: str, *, org_id: str, user_id: str) -> dict[str, Any]:
+    """The locator's query state; refused when forged, expired or someone else's."""
+    try:
+        raw = base64.urlsafe_b64decode(locator + "=" * (-len(locator) % 4))
+        payload, mac = raw[:-16], raw[-16:]
+        valid = hmac.compare_digest(mac, hmac.new(key, payload, hashlib.sha256).digest()[:16])
+        state = json.loads(payload) if valid else None
+    except (ValueError, json.JSONDecodeError):
+        state = None
+    if not state or state["o"] != org_id or state["u"] != user_id or state["e"] < time.time():
+        raise SoqlError(
+            "invalid query locator (expired or not yours)", code="INVALID_QUERY_LOCATOR"
+        )
+    return state  # type: ignore[no-any-return]

@@ -1,0 +1,258 @@
+"""SOQL text -> a small, typed syntax tree (positions kept for error messages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from nexus.contracts.errors import BadRequest
+
+MAX_SOQL = 100_000
+
+
+class SoqlError(BadRequest):
+    """MALFORMED_QUERY (syntax) or INVALID_FIELD / INVALID_TYPE (names), with position."""
+
+    default_code = "MALFORMED_QUERY"
+
+
+@dataclass(frozen=True)
+class Path:
+    parts: tuple[str, ...]
+    line: int = 1
+    column: int = 1
+
+    @property
+    def text(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class Literal:
+    kind: str  # string, number, date, datetime, null, boolean, date_literal
+    value: Any
+
+
+@dataclass(frozen=True)
+class Condition:
+    op: str  # and, or, not, compare, like, in, not_in, includes, excludes
+    children: tuple[Condition, ...] = ()
+    path: Path | None = None
+    operator: str = ""
+    values: tuple[Literal, ...] = ()
+
+
+@dataclass(frozen=True)
+class OrderItem:
+    path: Path
+    descending: bool = False
+    nulls_last: bool | None = None
+
+
+@dataclass(frozen=True)
+class Select:
+    fields: tuple[Path, ...]
+    children: tuple[Select, ...]
+    count: bool
+    object: str
+    object_position: tuple[int, int]
+    where: Condition | None = None
+    order: tuple[OrderItem, ...] = ()
+    limit: int | None = None
+    offset: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@cache
+def _parser() -> Lark:
+    grammar = resources.files("nexus.runtime.query").joinpath("soql.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True)
+
+
+@lru_cache(maxsize=512)
+def parse_soql(text: str) -> Select:
+    if len(text) > MAX_SOQL:
+        raise SoqlError(f"a query has at most {MAX_SOQL} characters")
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedEOF:
+        raise SoqlError("unexpected end of query") from None
+    except (UnexpectedToken, UnexpectedCharacters) as exc:
+        position = getattr(exc, "pos_in_stream", None) or 0
+        token = getattr(exc, "token", None) or text[position : position + 10]
+        raise SoqlError(
+            f"unexpected token {str(token)!r} at line {exc.line}, column {exc.column}"
+        ) from None
+    except UnexpectedInput as exc:
+        raise SoqlError(f"malformed query at line {exc.line}, column {exc.column}") from None
+    return _Build().transform(tree)  # type: ignore[no-any-return]
+
+
+def _unquote(raw: str) -> str:
+    body = raw[1:-1]
+    escapes = {
+        "n": "\n",
+        "t": "\t",
+        "r": "\r",
+        "b": "\b",
+        "f": "\f",
+        "'": "'",
+        '"': '"',
+        "\\": "\\",
+    }
+    out, i = [], 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            out.append(escapes.get(body[i + 1], "\\" + body[i + 1]))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+@v_args(meta=True)
+class _Build(Transformer[Token, Any]):
+    def start(self, meta: Any, children: list[Any]) -> Select:
+        return children[0]  # type: ignore[no-any-return]
+
+    def _select(self, meta: Any, children: list[Any]) -> Select:
+        items, name = children[0], children[1]
+        rest = {type(c).__name__: c for c in children[2:]}
+        fields = tuple(i for i in items if isinstance(i, Path))
+        subqueries = tuple(i for i in items if isinstance(i, Select))
+        return Select(
+            fields=fields,
+            children=subqueries,
+            count=any(i == "COUNT" for i in items),
+            object=str(name),
+            object_position=(name.line, name.column),
+            where=rest.get("_Where") and rest["_Where"].condition,
+            order=rest["_Order"].items if "_Order" in rest else (),
+            limit=rest["_Limit"].value if "_Limit" in rest else None,
+            offset=rest["_Offset"].value if "_Offset" in rest else None,
+        )
+
+    query = _select
+    subquery = _select
+
+    def select_list(self, meta: Any, children: list[Any]) -> list[Any]:
+        return children
+
+    def count(self, meta: Any, children: list[Any]) -> str:
+        return "COUNT"
+
+    def child(self, meta: Any, children: list[Any]) -> Select:
+        return children[0]  # type: ignore[no-any-return]
+
+    def path(self, meta: Any, children: list[Token]) -> Path:
+        return Path(tuple(str(c) for c in children), meta.line, meta.column)
+
+    def where(self, meta: Any, children: list[Any]) -> _Where:
+        return _Where(children[0])
+
+    def or_(self, meta: Any, children: list[Condition]) -> Condition:
+        return Condition("or", tuple(children))
+
+    def and_(self, meta: Any, children: list[Condition]) -> Condition:
+        return Condition("and", tuple(children))
+
+    def not_(self, meta: Any, children: list[Condition]) -> Condition:
+        return Condition("not", (children[0],))
+
+    def compare(self, meta: Any, children: list[Any]) -> Condition:
+        path, op, value = children
+        return Condition("compare", path=path, operator=str(op), values=(value,))
+
+    def like(self, meta: Any, children: list[Any]) -> Condition:
+        return Condition("like", path=children[0], values=(children[1],))
+
+    def _set(self, op: str, children: list[Any]) -> Condition:
+        return Condition(op, path=children[0], values=tuple(children[1]))
+
+    def in_(self, meta: Any, children: list[Any]) -> Condition:
+        return self._set("in", children)
+
+    def not_in(self, meta: Any, children: list[Any]) -> Condition:
+        return self._set("not_in", children)
+
+    def includes(self, meta: Any, children: list[Any]) -> Condition:
+        return self._set("includes", children)
+
+    def excludes(self, meta: Any, children: list[Any]) -> Condition:
+        return self._set("excludes", children)
+
+    def values(self, meta: Any, children: list[Literal]) -> list[Literal]:
+        return children
+
+    def string(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("string", _unquote(str(children[0])))
+
+    def number(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("number", str(children[0]))
+
+    def date(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("date", str(children[0]))
+
+    def datetime(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("datetime", str(children[0]))
+
+    def null(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("null", None)
+
+    def true(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("boolean", True)
+
+    def false(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("boolean", False)
+
+    def date_literal(self, meta: Any, children: list[Token]) -> Literal:
+        return Literal("date_literal", str(children[0]).upper())
+
+    def order(self, meta: Any, children: list[OrderItem]) -> _Order:
+        return _Order(tuple(children))
+
+    def order_item(self, meta: Any, children: list[Any]) -> OrderItem:
+        path = children[0]
+        descending = any(
+            str(c).upper() == "DESC"
+            for c in children[1:]
+            if isinstance(c, Token) and c.type == "DIRECTION"
+        )
+        nulls = next(
+            (str(c).upper() for c in children[1:] if isinstance(c, Token) and c.type == "NULLS"),
+            None,
+        )
+        return OrderItem(path, descending, None if nulls is None else nulls.endswith("LAST"))
+
+    def limit(self, meta: Any, children: list[Token]) -> _Limit:
+        return _Limit(int(children[0]))
+
+    def offset(self, meta: Any, children: list[Token]) -> _Offset:
+        return _Offset(int(children[0]))
+
+
+@dataclass(frozen=True)
+class _Where:
+    condition: Condition
+
+
+@dataclass(frozen=True)
+class _Order:
+    items: tuple[OrderItem, ...]
+
+
+@dataclass(frozen=True)
+class _Limit:
+    value: int
+
+
+@dataclass(frozen=True)
+class _Offset:
+    value: int

@@ -1,0 +1,147 @@
+"""SOQL through the engine: permissions inside the SQL, parent paths, child subqueries, cursors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from nexus.platform.db import session_factory, unit_of_work
+from nexus.runtime.query.engine import QueryPage, make_locator, read_locator, run_query
+from nexus.runtime.query.parser import SoqlError
+from tests.integration.runtime.test_records import World, create
+from tests.integration.runtime.test_records import world as world  # noqa: PLC0414  (fixture)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def query(w: World, user: str, soql: str, **kw: Any) -> QueryPage:
+    caller = await w.caller(user)
+    async with unit_of_work(session_factory(w.engine), readonly=True) as session:
+        view = await w.metadata.view(session, w.org_id)
+        access = await w.access.for_caller(session, caller)
+        return await run_query(session, view=view, access=access, soql=soql, **kw)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def data(world: World) -> AsyncIterator[dict[str, str]]:
+    ids = {}
+    for user, name, industry, revenue in (
+        ("rep1", "Alpha", "Tech", 100),
+        ("rep1", "Beta", "Retail", 200),
+        ("rep2", "Gamma", "Tech", 300),
+        ("rep2", "Delta", None, 400),
+    ):
+        fields = {"Name": name, "Revenue__c": revenue}
+        if industry:
+            fields["Industry"] = industry
+        result = await world.mutate(user, create("Account", **fields))
+        ids[name] = result.results[0].id or ""
+    for i in range(3):
+        await world.mutate("rep1", create("Note__c", Name=f"note {i}", Account__c=ids["Alpha"]))
+    yield ids
+
+
+async def test_rows_are_filtered_in_sql_and_total_size_is_right(
+    world: World, data: dict[str, str]
+) -> None:
+    rep1 = await query(world, "rep1", "SELECT Id, Name FROM Account ORDER BY Name")
+    assert [r["Name"] for r in rep1.records] == ["Alpha", "Beta"]
+    assert rep1.total_size == 2
+    vp = await query(world, "vp", "select name from ACCOUNT order by name desc")
+    assert [r["Name"] for r in vp.records] == ["Gamma", "Delta", "Beta", "Alpha"]
+    support = await query(world, "support", "SELECT Name FROM Account")
+    assert {r["Name"] for r in support.records} == {"Alpha", "Gamma"}  # the Tech sharing rule
+    counted = await query(world, "vp", "SELECT COUNT() FROM Account WHERE Revenue__c > 150")
+    assert counted.total_size == 3
+
+
+async def test_where_operators(world: World, data: dict[str, str]) -> None:
+    cases = {
+        "Name LIKE 'A%'": {"Alpha"},
+        "Industry IN ('Tech', 'Retail')": {"Alpha", "Beta", "Gamma"},
+        "Industry NOT IN ('Tech')": {"Beta", "Delta"},
+        "Industry = null": {"Delta"},
+        "Industry != null AND NOT Name = 'Alpha'": {"Beta", "Gamma"},
+        "(Revenue__c >= 300 OR Name = 'Alpha') AND Revenue__c < 400": {"Alpha", "Gamma"},
+        "CreatedDate = LAST_N_DAYS:1": {"Alpha", "Beta", "Gamma", "Delta"},
+        "CreatedDate > 2030-01-01T00:00:00Z": set(),
+    }
+    for where, expected in cases.items():
+        page = await query(world, "vp", "SELECT Name FROM Account WHERE " + where)
+        assert {r["Name"] for r in page.records} == expected, where
+
+
+async def test_parent_paths_and_child_subqueries(world: World, data: dict[str, str]) -> None:
+    notes = await query(
+        world,
+        "rep1",
+        "SELECT Name, Account__r.Name, Account__r.Owner.Username FROM Note__c ORDER BY Name",
+    )
+    first = notes.records[0]
+    assert first["Account__r"]["Name"] == "Alpha"
+    assert first["Account__r"]["Owner"]["Username"] == "rep1@records.test"
+    accounts = await query(
+        world,
+        "rep1",
+        "SELECT Name, (SELECT Name FROM Notes__r ORDER BY Name DESC) "
+        "FROM Account WHERE Name = 'Alpha'",
+    )
+    children = accounts.records[0]["Notes__r"]
+    assert [c["Name"] for c in children["records"]] == ["note 2", "note 1", "note 0"]
+
+
+async def test_invisible_fields_and_objects_fail_like_absent_ones(
+    world: World, data: dict[str, str]
+) -> None:
+    with pytest.raises(SoqlError) as hidden:
+        await query(world, "rep1", "SELECT Secret__c FROM Account")
+    assert hidden.value.code == "INVALID_FIELD"
+    with pytest.raises(SoqlError) as missing:
+        await query(world, "rep1", "SELECT Nope__c FROM Account")
+    assert str(missing.value).replace("Nope__c", "X") == str(hidden.value).replace("Secret__c", "X")
+    with pytest.raises(SoqlError) as no_object:
+        await query(world, "outsider", "SELECT Id FROM Account")
+    assert no_object.value.code == "INVALID_TYPE"
+    with pytest.raises(SoqlError) as malformed:
+        await query(world, "rep1", "SELECT Name FROM Account WHERE")
+    assert malformed.value.code == "MALFORMED_QUERY"
+
+
+async def test_paging_with_locators(world: World, data: dict[str, str]) -> None:
+    key = b"k" * 32
+    locator = make_locator(
+        key,
+        org_id=world.org_id,
+        user_id=world.users["rep1"],
+        soql="SELECT Id FROM Account",
+        include_deleted=False,
+        page_size=200,
+        start=200,
+    )
+    state = read_locator(key, locator, org_id=world.org_id, user_id=world.users["rep1"])
+    assert state["s"] == 200
+    with pytest.raises(SoqlError):
+        read_locator(key, locator, org_id=world.org_id, user_id=world.users["rep2"])
+    with pytest.raises(SoqlError):
+        read_locator(b"x" * 32, locator, org_id=world.org_id, user_id=world.users["rep1"])
+
+
+async def test_query_all_includes_deleted_rows(world: World, data: dict[str, str]) -> None:
+    from nexus.contracts.records import MutateItem  # noqa: PLC0415
+
+    doomed = (
+        (await world.mutate("rep1", create("Account", Name="Doomed", Revenue__c=1))).results[0].id
+    )
+    await world.mutate("rep1", MutateItem(op="delete", id=doomed))
+    live = await query(world, "rep1", "SELECT Name FROM Account WHERE Name = 'Doomed'")
+    assert live.records == []
+    everything = await query(
+        world,
+        "rep1",
+        "SELECT Name, IsDeleted FROM Account WHERE Name = 'Doomed'",
+        include_deleted=True,
+    )
+    assert everything.records[0]["IsDeleted"] is True
