@@ -20,6 +20,13 @@ from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.query.engine import (
+    DEFAULT_PAGE,
+    MIN_PAGE,
+    make_locator,
+    read_locator,
+    run_query,
+)
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_selected, record_access
@@ -227,3 +234,64 @@ async def records_history(
         return await field_history(
             session, view=view, access=access, record_id=body.id, limit=body.limit
         )
+
+
+# ---------------------------------------------------------------------------- query
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    soql: str | None = Field(default=None, max_length=100_000)
+    locator: str | None = Field(default=None, max_length=200_000)
+    include_deleted: bool = False
+    page_size: int = Field(default=DEFAULT_PAGE, ge=MIN_PAGE, le=DEFAULT_PAGE)
+
+
+class QueryResponse(BaseModel):
+    total_size: int
+    done: bool
+    records: list[dict[str, Any]]
+    next_locator: str | None = None
+
+
+@router.post("/query", response_model=QueryResponse)
+async def query_endpoint(
+    request: Request, body: QueryRequest, caller: RecordsCaller
+) -> QueryResponse:
+    """Query (or QueryMore with `locator`): permissions are in the SQL; pages carry a locator."""
+    service, runtime = _runtime(request)
+    key: bytes = request.app.state.identity.cfg.signature_key
+    if body.locator:
+        state = read_locator(key, body.locator, org_id=caller.org_id, user_id=caller.user_id)
+        soql, include_deleted, page_size, start = state["q"], state["d"], state["p"], state["s"]
+    elif body.soql:
+        soql, include_deleted, page_size, start = body.soql, body.include_deleted, body.page_size, 0
+    else:
+        raise BadRequest("give soql or a locator", code="MALFORMED_QUERY")
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        page = await run_query(
+            session,
+            view=view,
+            access=access,
+            soql=soql,
+            include_deleted=include_deleted,
+            page_size=page_size,
+            start=start,
+        )
+    locator = None
+    if not page.done:
+        locator = make_locator(
+            key,
+            org_id=caller.org_id,
+            user_id=caller.user_id,
+            soql=soql,
+            include_deleted=include_deleted,
+            page_size=page_size,
+            start=start + len(page.records),
+        )
+    return QueryResponse(
+        total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
+    )

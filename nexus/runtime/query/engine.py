@@ -102,11 +102,22 @@ class _Plan:
 
 
 class _Compiler:
-    def __init__(self, view: MetadataView, access: CallerAccess, *, include_deleted: bool) -> None:
+    def __init__(
+        self, view: MetadataView, access: CallerAccess, *, include_deleted: bool, dialect: str
+    ) -> None:
         self.view = view
         self.access = access
         self.include_deleted = include_deleted
         self.counter = 0
+        self.dialect = dialect
+
+    def text_expr(self, column: _Column) -> Any:
+        """SOQL compares text case-insensitively: MariaDB's collation already does; SQLite
+        needs NOCASE."""
+        textual = column.kind not in _CONVERTERS
+        if textual and self.dialect == "sqlite":
+            return column.expr.collate("NOCASE")
+        return column.expr
 
     def object(self, name: str, position: tuple[int, int]) -> ObjectDef:
         obj = self.view.object(name)
@@ -224,7 +235,7 @@ class _Compiler:
         if cond.path is None:  # pragma: no cover - the parser gives every comparison a path
             raise SoqlError("malformed condition")
         column = self.resolve(plan, cond.path)
-        expr = column.expr
+        expr = self.text_expr(column)
         values = [self.literal(column, v) for v in cond.values]
         if cond.op == "compare":
             return _compare(expr, cond.operator, values[0], column, cond.values[0])
@@ -233,19 +244,13 @@ class _Compiler:
                 raise SoqlError(
                     f"LIKE needs a string (line {cond.path.line})", code="MALFORMED_QUERY"
                 )
-            return expr.like(values[0], escape="\\")
+            return and_(expr.isnot(None), expr.like(values[0], escape="\\"))
         if cond.op in ("in", "not_in"):
             present = [v for v in values if v is not None]
-            clause = expr.in_(present) if present else false_clause()
+            inside = and_(expr.isnot(None), expr.in_(present)) if present else false_clause()
             if any(v is None for v in values):
-                clause = or_(clause, expr.is_(None))
-            return (
-                clause
-                if cond.op == "in"
-                else or_(not_(clause), expr.is_(None))
-                if None not in values
-                else not_(clause)
-            )
+                inside = or_(inside, expr.is_(None))
+            return inside if cond.op == "in" else not_(inside)
         if cond.op in ("includes", "excludes"):
             clauses = [_has_value(expr, str(v)) for v in values if v is not None]
             match = or_(*clauses) if clauses else false_clause()
@@ -361,16 +366,17 @@ def _compare(
         if op in ("!=", "<>"):
             return expr.isnot(None)  # type: ignore[no-any-return]
         raise SoqlError(f"null can only be compared with = or != ({column.path.text})")
+    present = expr.isnot(None)  # comparisons are two-valued, so NOT(...) keeps nulls
     operators = {
-        "=": expr == value,
+        "=": and_(present, expr == value),
         "!=": or_(expr != value, expr.is_(None)),
         "<>": or_(expr != value, expr.is_(None)),
-        "<": expr < value,
-        "<=": expr <= value,
-        ">": expr > value,
-        ">=": expr >= value,
+        "<": and_(present, expr < value),
+        "<=": and_(present, expr <= value),
+        ">": and_(present, expr > value),
+        ">=": and_(present, expr >= value),
     }
-    return operators[op]  # type: ignore[no-any-return]
+    return operators[op]
 
 
 def _date_range(literal: str, today: date) -> tuple[date, date]:
@@ -491,7 +497,8 @@ async def run_query(
 ) -> QueryPage:
     page_size = max(MIN_PAGE, min(page_size, DEFAULT_PAGE))
     query = parse_soql(soql)
-    compiler = _Compiler(view, access, include_deleted=include_deleted)
+    bind = session.get_bind()
+    compiler = _Compiler(view, access, include_deleted=include_deleted, dialect=bind.dialect.name)
     plan, stmt = _statement(compiler, query)
     if query.count:
         counted = select(func.count()).select_from(

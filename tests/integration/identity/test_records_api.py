@@ -111,3 +111,47 @@ async def test_records_and_describe_over_http(identity: Identity) -> None:
         )
         assert too_many.status_code == 400
         assert too_many.json()["code"] == "LIMIT_EXCEEDED"
+
+
+async def test_query_pages_with_locators_bound_to_the_user(identity: Identity) -> None:
+    admin = await delegated_headers(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        for start in range(0, 250, 200):
+            items = [
+                {"op": "create", "object": "Lead__c", "fields": {"Name": f"P{i:03d}"}}
+                for i in range(start, min(250, start + 200))
+            ]
+            created = await client.post(
+                f"{API}/records/mutate", headers=admin, json={"items": items}
+            )
+            assert all(r["success"] for r in created.json()["results"])
+        first = (
+            await client.post(
+                f"{API}/query",
+                headers=admin,
+                json={
+                    "soql": "SELECT Name FROM Lead__c WHERE Name LIKE 'P%' ORDER BY Name",
+                    "page_size": 200,
+                },
+            )
+        ).json()
+        assert first["total_size"] == 250
+        assert first["done"] is False
+        assert len(first["records"]) == 200
+        more = (
+            await client.post(
+                f"{API}/query", headers=admin, json={"locator": first["next_locator"]}
+            )
+        ).json()
+        assert more["done"] is True
+        assert [r["Name"] for r in more["records"]][:2] == ["P200", "P201"]
+        assert len(more["records"]) == 50
+        alice = await delegated_headers(identity, "alice@example.com", ALICE_PASSWORD)
+        stolen = await client.post(
+            f"{API}/query", headers=alice, json={"locator": first["next_locator"]}
+        )
+        assert stolen.status_code == 400
+        assert stolen.json()["code"] == "INVALID_QUERY_LOCATOR"
+        bad = await client.post(f"{API}/query", headers=admin, json={"soql": "SELECT FROM"})
+        assert bad.status_code == 400
+        assert bad.json()["code"] == "MALFORMED_QUERY"
