@@ -145,3 +145,24 @@ async def test_query_all_includes_deleted_rows(world: World, data: dict[str, str
         include_deleted=True,
     )
     assert everything.records[0]["IsDeleted"] is True
+
+
+async def test_statement_count_does_not_grow_with_rows(world: World, data: dict[str, str]) -> None:
+    from tests.integration.runtime.test_statement_budget import counting  # noqa: PLC0415
+
+    soql = (
+        "SELECT Name, Owner.Username, CreatedBy.Email, (SELECT Name FROM Notes__r) "
+        "FROM Account WHERE {} ORDER BY Name"
+    )
+    caller = await world.caller("vp")
+    counts = []
+    for where in ("Name = 'Alpha'", "Revenue__c > 0"):  # 1 row vs every row
+        async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+            view = await world.metadata.view(session, world.org_id)
+            access = await world.access.for_caller(session, caller)
+            with counting(world.engine) as statements:
+                page = await run_query(session, view=view, access=access, soql=soql.format(where))
+        counts.append(len(statements))
+        assert page.records
+    # the rows (parent paths joined) + one statement for the child subquery
+    assert counts == [2, 2], counts
