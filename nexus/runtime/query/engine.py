@@ -441,7 +441,10 @@ def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any
     for item in query.order:
         column = compiler.resolve(plan, item.path)
         nulls_last = item.nulls_last if item.nulls_last is not None else item.descending
-        order.append(column.expr.is_(None) if nulls_last else column.expr.isnot(None))
+        if nulls_last != item.descending:
+            # SQLite and MariaDB sort NULLs first ascending and last descending, which is
+            # SOQL's default; only a contrary NULLS clause needs an extra (index-defeating) key
+            order.append(column.expr.is_(None) if nulls_last else column.expr.isnot(None))
         order.append(column.expr.desc() if item.descending else column.expr.asc())
     order.append(alias.c.id)
     source: Any = alias
@@ -456,32 +459,52 @@ def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any
     return plan, stmt
 
 
-def _record(plan: _Plan, row: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {"attributes": {"type": plan.obj.api_name}}
+#: Compiled statements by (query, metadata revision, caller access, day): a caller's access
+#: object changes with the SecurityEpoch, a view with the metadata revision.
+_PLANS: dict[tuple[Any, ...], tuple[CallerAccess, _Compiler, _Plan, SqlSelect[Any]]] = {}
+
+
+def _shape(plan: _Plan) -> list[tuple[tuple[str, ...], list[int]]]:
+    """Each parent path prefix with the result columns below it (deepest first)."""
+    prefixes: dict[tuple[str, ...], list[int]] = {}
     for i, column in enumerate(plan.columns):
-        value = row[f"c{i}"]
+        parts = column.path.parts
+        for depth in range(1, len(parts)):
+            prefixes.setdefault(parts[:depth], []).append(i)
+    return sorted(prefixes.items(), key=lambda item: -len(item[0]))
+
+
+def _record(
+    plan: _Plan, row: Any, shape: list[tuple[tuple[str, ...], list[int]]]
+) -> dict[str, Any]:
+    record: dict[str, Any] = {"attributes": {"type": plan.obj.api_name}}
+    values = []
+    for i, column in enumerate(plan.columns):
+        value = row[i]
         if column.definition is not None:
             value = to_wire(column.definition, value)
         elif column.kind == "datetime" and value is not None:
             value = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}+0000"
         elif column.kind == "boolean":
             value = bool(value)
+        values.append(value)
+        parts = column.path.parts
         target = record
-        for part in column.path.parts[:-1]:
+        for part in parts[:-1]:
             nested = target.get(part)
             if nested is None:
                 nested = target[part] = {"attributes": {"type": part}}
             target = nested
-        target[column.path.parts[-1]] = value
-    return _null_missing_parents(record)
-
-
-def _null_missing_parents(record: dict[str, Any]) -> dict[str, Any]:
-    for key, value in list(record.items()):
-        if isinstance(value, dict) and key != "attributes":
-            inner = _null_missing_parents(value)
-            fields = {k: v for k, v in inner.items() if k != "attributes"}
-            record[key] = None if fields and all(v is None for v in fields.values()) else inner
+        target[parts[-1]] = value
+    for prefix, members in shape:  # an absent (or invisible) parent reads as null
+        if all(values[i] is None for i in members):
+            target = record
+            for part in prefix[:-1]:
+                target = target[part]
+                if target is None:
+                    break
+            else:
+                target[prefix[-1]] = None
     return record
 
 
@@ -497,9 +520,17 @@ async def run_query(
 ) -> QueryPage:
     page_size = max(MIN_PAGE, min(page_size, DEFAULT_PAGE))
     query = parse_soql(soql)
-    bind = session.get_bind()
-    compiler = _Compiler(view, access, include_deleted=include_deleted, dialect=bind.dialect.name)
-    plan, stmt = _statement(compiler, query)
+    dialect = session.get_bind().dialect.name
+    key = (soql, include_deleted, dialect, view.org_id, view.revision, id(access), date.today())
+    cached = _PLANS.get(key)
+    if cached is None or cached[0] is not access:
+        compiler = _Compiler(view, access, include_deleted=include_deleted, dialect=dialect)
+        plan, stmt = _statement(compiler, query)
+        if len(_PLANS) > 512:
+            _PLANS.clear()
+        _PLANS[key] = (access, compiler, plan, stmt)
+    else:
+        _, compiler, plan, stmt = cached
     if query.count:
         counted = select(func.count()).select_from(
             stmt.with_only_columns(plan.table.c.id).order_by(None).subquery()
@@ -509,9 +540,7 @@ async def run_query(
     offset = (query.offset or 0) + start
     remaining = None if query.limit is None else max(query.limit - start, 0)
     fetch = page_size + 1 if remaining is None else min(page_size + 1, remaining)
-    rows = (
-        list((await session.execute(stmt.offset(offset).limit(fetch))).mappings()) if fetch else []
-    )
+    rows = list(await session.execute(stmt.offset(offset).limit(fetch))) if fetch else []
     more = len(rows) > page_size
     rows = rows[:page_size]
     if more:
@@ -527,7 +556,8 @@ async def run_query(
         )
     else:
         total = start + len(rows)
-    records = [_record(plan, row) for row in rows]
+    shape = _shape(plan)
+    records = [_record(plan, row, shape) for row in rows]
     for child in query.children:
         await _attach_children(session, compiler, plan, child, records)
     return QueryPage(total_size=total, done=not more, records=records)
@@ -572,8 +602,9 @@ async def _attach_children(
     stmt = stmt.add_columns(fk_column.label("__parent"))
     stmt = stmt.where(fk_column.in_(ids)) if ids else stmt.where(false_clause())
     grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in (await session.execute(stmt)).mappings():
-        grouped.setdefault(row["__parent"], []).append(_record(child_plan, row))
+    shape = _shape(child_plan)
+    for row in await session.execute(stmt):
+        grouped.setdefault(row[-1], []).append(_record(child_plan, row, shape))
     limit = child.limit
     for record in records:
         items = grouped.get(record["Id"], [])

@@ -138,7 +138,10 @@ def column_type(field: FieldDef) -> str:
 def desired_table(obj: ObjectDef) -> TableSpec:
     name = table_name(obj.api_name)
     columns = list(SYSTEM_COLUMNS)
-    indexes = [IndexSpec(_index_name("ix", name, "owner_id"), ("org_id", "owner_id"))]
+    indexes = [
+        IndexSpec(_index_name("ix", name, "owner_id"), ("org_id", "owner_id")),
+        IndexSpec(_index_name("ix", name, "name"), ("org_id", "name")),  # list views sort by it
+    ]
     for field in obj.all_fields():
         col = column_name(field.api_name)
         columns.append(ColumnSpec(col, column_type(field)))
