@@ -24,8 +24,8 @@ from nexus.runtime.query.engine import (
     DEFAULT_PAGE,
     MIN_PAGE,
     make_locator,
+    query_current,
     read_locator,
-    run_query,
 )
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
@@ -270,11 +270,10 @@ async def query_endpoint(
     else:
         raise BadRequest("give soql or a locator", code="MALFORMED_QUERY")
     async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
         access = await runtime.access.for_caller(session, caller)
-        page = await run_query(
+        page = await query_current(
             session,
-            view=view,
+            cache=runtime.metadata,
             access=access,
             soql=soql,
             include_deleted=include_deleted,

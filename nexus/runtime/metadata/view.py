@@ -72,6 +72,10 @@ class MetadataCache:
     def __init__(self) -> None:
         self._views: dict[str, MetadataView] = {}
 
+    def peek(self, org_id: str) -> MetadataView | None:
+        """The cached view without checking its revision (the caller must verify it)."""
+        return self._views.get(org_id)
+
     async def view(self, session: AsyncSession, org_id: str) -> MetadataView:
         state = (
             (await session.execute(select(m.org_state).where(m.org_state.c.org_id == org_id)))

@@ -24,8 +24,9 @@ from sqlalchemy.sql import Select as SqlSelect
 from nexus.identity import models as im
 from nexus.platform.ids import to_18
 from nexus.runtime.access import CallerAccess
+from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
-from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
 from nexus.runtime.records.coercion import to_wire
 from nexus.runtime.schema.spec import column_name
@@ -81,6 +82,7 @@ class QueryPage:
     done: bool
     records: list[dict[str, Any]]
     next_locator: str | None = None
+    revision: int | None = None  # the org's metadata revision read by the same statement
 
 
 @dataclass
@@ -450,8 +452,13 @@ def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any
     source: Any = alias
     for joined, on in plan.joins:
         source = source.outerjoin(joined, on)
+    revision = (
+        select(m.org_state.c.metadata_revision)
+        .where(m.org_state.c.org_id == compiler.access.org_id)
+        .scalar_subquery()
+    )
     stmt = (
-        select(*[c.expr.label(f"c{i}") for i, c in enumerate(plan.columns)])
+        select(*[c.expr.label(f"c{i}") for i, c in enumerate(plan.columns)], revision.label("rev"))
         .select_from(source)
         .where(*where)
         .order_by(*order)
@@ -558,9 +565,10 @@ async def run_query(
         total = start + len(rows)
     shape = _shape(plan)
     records = [_record(plan, row, shape) for row in rows]
+    observed = int(rows[0][-1]) if rows and rows[0][-1] is not None else None
     for child in query.children:
         await _attach_children(session, compiler, plan, child, records)
-    return QueryPage(total_size=total, done=not more, records=records)
+    return QueryPage(total_size=total, done=not more, records=records, revision=observed)
 
 
 async def _attach_children(
@@ -599,7 +607,7 @@ async def _attach_children(
     child_plan, stmt = _statement(compiler, sub)
     fk_column = child_plan.table.c[column_name(fk.api_name)]
     ids = [r["Id"] for r in records]
-    stmt = stmt.add_columns(fk_column.label("__parent"))
+    stmt = stmt.add_columns(fk_column.label("parent_fk"))
     stmt = stmt.where(fk_column.in_(ids)) if ids else stmt.where(false_clause())
     grouped: dict[str, list[dict[str, Any]]] = {}
     shape = _shape(child_plan)
@@ -658,3 +666,41 @@ def read_locator(key: bytes, locator: str, *, org_id: str, user_id: str) -> dict
             "invalid query locator (expired or not yours)", code="INVALID_QUERY_LOCATOR"
         )
     return state  # type: ignore[no-any-return]
+
+
+async def query_current(
+    session: AsyncSession,
+    *,
+    cache: MetadataCache,
+    access: CallerAccess,
+    soql: str,
+    **options: Any,
+) -> QueryPage:
+    """Run a query on the org's current metadata with no separate revision round trip in the
+    common case: the statement itself reads the revision; a moved revision (or an empty page,
+    which reads none) costs one check and, if needed, one re-run."""
+    view = cache.peek(access.org_id)
+    verified = view is None
+    if view is None:
+        view = await cache.view(session, access.org_id)
+    try:
+        page = await run_query(session, view=view, access=access, soql=soql, **options)
+    except SoqlError:
+        if verified:
+            raise
+        # maybe a name that only the current metadata knows: check, then answer from it
+        return await run_query(
+            session,
+            view=await cache.view(session, access.org_id),
+            access=access,
+            soql=soql,
+            **options,
+        )
+    if page.revision == view.revision:
+        return page
+    if page.revision is None and verified:
+        return page
+    fresh = await cache.view(session, access.org_id)
+    if fresh.revision == view.revision:
+        return page
+    return await run_query(session, view=fresh, access=access, soql=soql, **options)

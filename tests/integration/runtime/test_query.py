@@ -166,3 +166,31 @@ async def test_statement_count_does_not_grow_with_rows(world: World, data: dict[
         assert page.records
     # the rows (parent paths joined) + one statement for the child subquery
     assert counts == [2, 2], counts
+
+
+async def test_a_metadata_change_is_queryable_on_the_next_request(
+    world: World, data: dict[str, str]
+) -> None:
+    from nexus.runtime.metadata.service import apply_metadata  # noqa: PLC0415
+    from nexus.runtime.query.engine import query_current  # noqa: PLC0415
+    from tests.integration.runtime.test_records import METADATA  # noqa: PLC0415
+
+    caller = await world.caller("admin")
+
+    async def ask(soql: str) -> QueryPage:
+        async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+            access = await world.access.for_caller(session, caller)
+            return await query_current(session, cache=world.metadata, access=access, soql=soql)
+
+    assert (await ask("SELECT Name FROM Note__c")).records  # the cache now holds a view
+    note = next(o for o in METADATA["objects"] if o["api_name"] == "Note__c")
+    grown = {
+        **note,
+        "fields": [
+            *note["fields"],
+            {"api_name": "Topic__c", "label": "Topic", "type": "text", "length": 20},
+        ],
+    }
+    await apply_metadata(world.engine, org_id=world.org_id, raw={"objects": [grown]})
+    page = await ask("SELECT Name, Topic__c FROM Note__c")  # a field the cached view lacks
+    assert all("Topic__c" in r for r in page.records)
