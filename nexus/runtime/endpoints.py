@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.errors import BadRequest, Forbidden
@@ -15,11 +18,11 @@ from nexus.identity.endpoints import identity_state, internal_call
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import unit_of_work
 from nexus.platform.service_app import ServiceState
-from nexus.runtime.access import AccessCache
+from nexus.runtime.access import AccessCache, CallerAccess
 from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
-from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.engine import (
     DEFAULT_PAGE,
     MIN_PAGE,
@@ -106,6 +109,18 @@ def _runtime(request: Request) -> tuple[ServiceState, RuntimeState]:
     return request.app.state.service, request.app.state.runtime
 
 
+@asynccontextmanager
+async def _use_case(
+    request: Request, caller: TrustedCall, *, readonly: bool
+) -> AsyncIterator[tuple[AsyncSession, MetadataView, CallerAccess]]:
+    """One unit of work bound to one metadata view and the caller's access."""
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=readonly) as session:
+        view = await runtime.metadata.view(session, caller.org_id)
+        access = await runtime.access.for_caller(session, caller)
+        yield session, view, access
+
+
 RecordsCaller = Annotated[TrustedCall, Depends(internal_call("runtime.records"))]
 
 
@@ -133,11 +148,8 @@ class DescribeRequest(BaseModel):
 async def records_mutate(
     request: Request, body: MutateRequest, caller: RecordsCaller
 ) -> MutateResponse:
-    service, runtime = _runtime(request)
     try:
-        async with unit_of_work(service.sessions) as session:
-            view = await runtime.metadata.view(session, caller.org_id)
-            access = await runtime.access.for_caller(session, caller)
+        async with _use_case(request, caller, readonly=False) as (session, view, access):
             return await mutate(session, view=view, access=access, caller=caller, request=body)
     except AllOrNoneRolledBack as rolled_back:
         return rolled_back.response
@@ -145,10 +157,7 @@ async def records_mutate(
 
 @router.post("/records/read", response_model=RecordData)
 async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
+    async with _use_case(request, caller, readonly=True) as (session, view, access):
         return await read_selected(
             session,
             view=view,
@@ -163,31 +172,22 @@ async def records_read(request: Request, body: ReadRequest, caller: RecordsCalle
 async def records_access(
     request: Request, body: AccessRequest, caller: RecordsCaller
 ) -> dict[str, dict[str, bool]]:
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
+    async with _use_case(request, caller, readonly=True) as (session, view, access):
         return await record_access(session, view=view, access=access, ids=body.ids)
 
 
 @router.post("/describe/global", response_model=list[ObjectSummary])
 async def describe_global_endpoint(request: Request, caller: RecordsCaller) -> list[ObjectSummary]:
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
-    return describe_global(view, access)
+    async with _use_case(request, caller, readonly=True) as (_session, view, access):
+        return describe_global(view, access)
 
 
 @router.post("/describe/object", response_model=ObjectDescribe)
 async def describe_object_endpoint(
     request: Request, body: DescribeRequest, caller: RecordsCaller
 ) -> ObjectDescribe:
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
-    return describe_object(view, access, body.object)
+    async with _use_case(request, caller, readonly=True) as (_session, view, access):
+        return describe_object(view, access, body.object)
 
 
 class GraphRequest(BaseModel):
@@ -201,10 +201,7 @@ class GraphRequest(BaseModel):
 @router.post("/records/graph", response_model=RecordGraph)
 async def records_graph(request: Request, body: GraphRequest, caller: RecordsCaller) -> RecordGraph:
     """ReadGraph: a record page's record, parents, related lists, access and history."""
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
+    async with _use_case(request, caller, readonly=True) as (session, view, access):
         return await read_graph(
             session,
             view=view,
@@ -227,10 +224,7 @@ async def records_history(
     request: Request, body: HistoryRequest, caller: RecordsCaller
 ) -> list[HistoryEntry]:
     """Field history of one record: only tracked fields the caller may read, if it may read it."""
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=True) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
+    async with _use_case(request, caller, readonly=True) as (session, view, access):
         return await field_history(
             session, view=view, access=access, record_id=body.id, limit=body.limit
         )
