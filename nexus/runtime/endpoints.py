@@ -46,6 +46,7 @@ class MetadataApplyRequest(BaseModel):
     layouts: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     validation_rules: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
     flows: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
+    list_views: list[dict[str, Any]] = Field(default_factory=list, max_length=200)
 
 
 class MetadataApplyResponse(BaseModel):

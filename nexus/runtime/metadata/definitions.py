@@ -374,6 +374,39 @@ class FlowDef(BaseModel):
         return self
 
 
+FieldPath = Annotated[
+    str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,5}$")
+]
+
+
+class ListViewFilter(BaseModel):
+    model_config = _STRICT
+
+    field: FieldPath  # a field or parent path, e.g. Account__r.Name
+    operator: Literal["equals", "not_equals", "less", "greater", "contains", "starts_with", "in"]
+    value: str | int | float | bool | tuple[str, ...] | None = None
+
+
+class ListViewSort(BaseModel):
+    model_config = _STRICT
+
+    field: FieldPath
+    descending: bool = False
+
+
+class ListViewDef(BaseModel):
+    """A saved list of records: columns, filters (all must match) and sort, run as SOQL."""
+
+    model_config = _STRICT
+
+    api_name: Name
+    object: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
+    label: Name
+    columns: tuple[FieldPath, ...] = Field(min_length=1, max_length=50)
+    filters: tuple[ListViewFilter, ...] = ()
+    sort: tuple[ListViewSort, ...] = ()
+
+
 class MetadataBatch(BaseModel):
     model_config = _STRICT
 
@@ -383,6 +416,7 @@ class MetadataBatch(BaseModel):
     layouts: tuple[LayoutDef, ...] = ()
     validation_rules: tuple[ValidationRuleDef, ...] = ()
     flows: tuple[FlowDef, ...] = ()
+    list_views: tuple[ListViewDef, ...] = ()
 
 
 class MetadataProblem(BaseModel):
@@ -477,6 +511,10 @@ def _check_access(
         _check_validation_rule(validation, f"validation_rules[{i}]", resulting, problem)
     for i, flow in enumerate(batch.flows):
         _check_flow(flow, f"flows[{i}]", resulting, problem)
+    for i, list_view in enumerate(batch.list_views):
+        _check_name(list_view.api_name, f"list_views[{i}].api_name", problem)
+        if resulting.get(list_view.object.lower()) is None:
+            problem(f"list_views[{i}].object", f"no object named {list_view.object!r}")
 
 
 FORMULA_TYPES = {

@@ -44,6 +44,7 @@ SHARING_RULE = "sharing_rule"
 LAYOUT = "layout"
 VALIDATION_RULE = "validation_rule"
 FLOW = "flow"
+LIST_VIEW = "list_view"
 SECURITY_KINDS = frozenset({PERMISSION_SET, SHARING_RULE})
 FAILPOINT_AFTER_DDL = "metadata.after_ddl"
 log = get_logger(__name__)
@@ -130,6 +131,7 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
             (LAYOUT, batch.layouts),
             (VALIDATION_RULE, batch.validation_rules),
             (FLOW, batch.flows),
+            (LIST_VIEW, batch.list_views),
         ):
             for item in items:
                 version = await _stage_definition(

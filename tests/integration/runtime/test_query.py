@@ -194,3 +194,41 @@ async def test_a_metadata_change_is_queryable_on_the_next_request(
     await apply_metadata(world.engine, org_id=world.org_id, raw={"objects": [grown]})
     page = await ask("SELECT Name, Topic__c FROM Note__c")  # a field the cached view lacks
     assert all("Topic__c" in r for r in page.records)
+
+
+async def test_list_views_run_through_the_query_engine(world: World, data: dict[str, str]) -> None:
+    from nexus.runtime.metadata.definitions import InvalidMetadata  # noqa: PLC0415
+    from nexus.runtime.metadata.service import apply_metadata  # noqa: PLC0415
+    from nexus.runtime.query.list_views import run_list_view  # noqa: PLC0415
+
+    view = {
+        "api_name": "Big_Tech",
+        "object": "Account",
+        "label": "Big tech",
+        "columns": ["Name", "Revenue__c", "Owner.Username"],
+        "filters": [
+            {"field": "Industry", "operator": "in", "value": ["Tech", "Retail"]},
+            {"field": "Name", "operator": "contains", "value": "a"},
+        ],
+        "sort": [{"field": "Revenue__c", "descending": True}],
+    }
+    await apply_metadata(world.engine, org_id=world.org_id, raw={"list_views": [view]})
+
+    async def rows(user: str) -> list[dict[str, Any]]:
+        caller = await world.caller(user)
+        async with unit_of_work(session_factory(world.engine), readonly=True) as session:
+            access = await world.access.for_caller(session, caller)
+            _definition, page = await run_list_view(
+                session, cache=world.metadata, access=access, name="big_tech"
+            )
+        return page.records
+
+    assert [r["Name"] for r in await rows("vp")] == ["Gamma", "Beta", "Alpha"]
+    assert [r["Name"] for r in await rows("rep1")] == ["Beta", "Alpha"]  # rows stay filtered
+    assert (await rows("rep1"))[0]["Owner"]["Username"] == "rep1@records.test"
+    with pytest.raises(InvalidMetadata):
+        await apply_metadata(
+            world.engine,
+            org_id=world.org_id,
+            raw={"list_views": [{**view, "columns": ["Name FROM Account --"]}]},
+        )
