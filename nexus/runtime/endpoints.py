@@ -30,6 +30,7 @@ from nexus.runtime.query.engine import (
     query_current,
     read_locator,
 )
+from nexus.runtime.query.list_views import run_list_view, to_soql
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_selected, record_access
@@ -288,4 +289,57 @@ async def query_endpoint(
         )
     return QueryResponse(
         total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
+    )
+
+
+class ListViewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=80)
+    page_size: int = Field(default=MIN_PAGE, ge=MIN_PAGE, le=DEFAULT_PAGE)
+
+
+class ListViewResponse(BaseModel):
+    name: str
+    object: str
+    label: str
+    columns: list[str]
+    page: QueryResponse
+
+
+@router.post("/list-views/run", response_model=ListViewResponse)
+async def list_view_endpoint(
+    request: Request, body: ListViewRequest, caller: RecordsCaller
+) -> ListViewResponse:
+    """A saved list view's first page, through the query engine with the caller's access."""
+    service, runtime = _runtime(request)
+    key: bytes = request.app.state.identity.cfg.signature_key
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        access = await runtime.access.for_caller(session, caller)
+        definition, page = await run_list_view(
+            session,
+            cache=runtime.metadata,
+            access=access,
+            name=body.name,
+            page_size=body.page_size,
+        )
+    locator = None
+    if not page.done:
+        locator = make_locator(
+            key,
+            org_id=caller.org_id,
+            user_id=caller.user_id,
+            soql=to_soql(definition),
+            include_deleted=False,
+            page_size=body.page_size,
+            start=len(page.records),
+        )
+    return ListViewResponse(
+        name=definition.api_name,
+        object=definition.object,
+        label=definition.label,
+        columns=list(definition.columns),
+        page=QueryResponse(
+            total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
+        ),
     )

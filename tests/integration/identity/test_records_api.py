@@ -152,6 +152,36 @@ async def test_query_pages_with_locators_bound_to_the_user(identity: Identity) -
         )
         assert stolen.status_code == 400
         assert stolen.json()["code"] == "INVALID_QUERY_LOCATOR"
+        listed = await client.post(
+            f"{API}/metadata/apply",
+            headers=admin,
+            json={
+                "list_views": [
+                    {
+                        "api_name": "All_P",
+                        "object": "Lead__c",
+                        "label": "All P",
+                        "columns": ["Name"],
+                        "filters": [{"field": "Name", "operator": "starts_with", "value": "P"}],
+                        "sort": [{"field": "Name", "descending": True}],
+                    }
+                ]
+            },
+        )
+        assert listed.status_code == 200, listed.text
+        run = (
+            await client.post(
+                f"{API}/list-views/run", headers=admin, json={"name": "All_P", "page_size": 200}
+            )
+        ).json()
+        assert run["page"]["total_size"] == 250
+        assert run["page"]["records"][0]["Name"] == "P249"
+        rest = (
+            await client.post(
+                f"{API}/query", headers=admin, json={"locator": run["page"]["next_locator"]}
+            )
+        ).json()
+        assert len(rest["records"]) == 50
         bad = await client.post(f"{API}/query", headers=admin, json={"soql": "SELECT FROM"})
         assert bad.status_code == 400
         assert bad.json()["code"] == "MALFORMED_QUERY"
