@@ -28,7 +28,7 @@ from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
-from nexus.runtime.records.coercion import to_wire
+from nexus.runtime.records.coercion import to_wire, wire_datetime
 from nexus.runtime.schema.spec import column_name
 
 DEFAULT_PAGE = 2000
@@ -490,8 +490,8 @@ def _record(
         value = row[i]
         if column.definition is not None:
             value = to_wire(column.definition, value)
-        elif column.kind == "datetime" and value is not None:
-            value = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}+0000"
+        elif column.kind == "datetime":
+            value = wire_datetime(value)
         elif column.kind == "boolean":
             value = bool(value)
         values.append(value)

@@ -180,6 +180,13 @@ def to_wire(field: FieldDef, value: Any) -> Any:
     if field.type == "date":
         return value.isoformat() if isinstance(value, date) else str(value)
     if field.type == "datetime":
-        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"
+        return wire_datetime(value)
     return value
+
+
+def wire_datetime(value: Any) -> str | None:
+    """A stored UTC date/time in the wire form `2026-11-29T10:30:00.000+0000`."""
+    if value is None:
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -15,7 +16,7 @@ from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
 from nexus.runtime.metadata.definitions import ObjectDef
 from nexus.runtime.metadata.view import MetadataView
-from nexus.runtime.records.coercion import to_wire
+from nexus.runtime.records.coercion import to_wire, wire_datetime
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
 
@@ -35,14 +36,6 @@ class RecordNotFound(NotFound):
     default_code = ErrorCategory.NOT_FOUND.value
 
 
-def _timestamp(value: Any) -> Any:
-    return (
-        value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}+0000"
-        if hasattr(value, "strftime")
-        else value
-    )
-
-
 def project(
     view: MetadataView, access: CallerAccess, obj: ObjectDef, row: Any, fields: list[str] | None
 ) -> RecordData:
@@ -57,7 +50,11 @@ def project(
     for name, column in SYSTEM.items():
         if fields is None or name in fields:
             value = row[column]
-            out[name] = bool(value) if name == "IsDeleted" else _timestamp(value)
+            if name == "IsDeleted":
+                value = bool(value)
+            elif isinstance(value, datetime):
+                value = wire_datetime(value)
+            out[name] = value
     for definition in chosen:
         out[definition.api_name] = to_wire(definition, row[column_name(definition.api_name)])
     return RecordData(
