@@ -39,6 +39,7 @@ class FieldDescribe(BaseModel):
     name_field: bool
     custom: bool
     calculated: bool = False
+    calculated_formula: str | None = None
     default_value: Any = None
     picklist_values: list[PicklistEntry] = Field(default_factory=list)
     restricted_picklist: bool = False

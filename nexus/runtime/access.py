@@ -103,7 +103,7 @@ class CallerAccess:
             return False, False
         writable = access.edit or access.create
         if self.is_admin or field.api_name == "Name":
-            return True, writable and field.type != "auto_number"
+            return True, writable and field.type not in ("auto_number", "formula")
         read = edit = False
         qualified = f"{obj.api_name}.{field.api_name}".lower()
         for pset in self._sets(view):
@@ -115,7 +115,7 @@ class CallerAccess:
                 if fperm.field.lower() == qualified:
                     read = read or fperm.read
                     edit = edit or fperm.edit
-        editable = edit and writable and field.type != "auto_number"
+        editable = edit and writable and field.type not in ("auto_number", "formula")
         return read, editable
 
     def readable_fields(self, view: MetadataView, obj: ObjectDef) -> list[FieldDef]:

@@ -66,6 +66,8 @@ def _field(view: MetadataView, access: CallerAccess, obj: ObjectDef, f: FieldDef
         name_field=f.api_name == "Name",
         custom=f.api_name.endswith("__c"),
         default_value=f.default_value,
+        calculated=f.type == "formula",
+        calculated_formula=f.formula,
         picklist_values=[
             PicklistEntry(
                 value=v.value, label=v.label or v.value, active=v.active, default_value=v.default

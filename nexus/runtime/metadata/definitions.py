@@ -32,6 +32,7 @@ FieldType = Literal[
     "lookup",
     "master_detail",
     "auto_number",
+    "formula",
 ]
 SharingModel = Literal["Private", "Read", "ReadWrite", "ControlledByParent"]
 
@@ -134,10 +135,13 @@ class FieldDef(BaseModel):
     default_value: Any = None
     track_history: bool = False
     description: str | None = None
+    formula: Annotated[str, Field(max_length=3900)] | None = None  # for type formula
+    return_type: Literal["number", "text", "boolean", "date", "datetime"] | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> FieldDef:
-        for check in (_lengths, _numbers, _picklists, _references, _auto_numbers, _uniques):
+        checks = (_lengths, _numbers, _picklists, _references, _auto_numbers, _uniques, _formulas)
+        for check in checks:
             check(self)
         return self
 
@@ -199,6 +203,16 @@ def _auto_numbers(f: FieldDef) -> None:
             raise ValueError("auto_number needs a format such as 'INV-{0000}'")
     elif f.format is not None:
         raise ValueError(f"{f.type} takes no format")
+
+
+def _formulas(f: FieldDef) -> None:
+    if f.type == "formula":
+        if not f.formula or not f.return_type:
+            raise ValueError("a formula field needs a formula and a return_type")
+        if f.required or f.default_value is not None or f.track_history:
+            raise ValueError("a formula field is computed: no required, default or history")
+    elif f.formula is not None or f.return_type is not None:
+        raise ValueError(f"{f.type} takes no formula or return_type")
 
 
 def _uniques(f: FieldDef) -> None:
@@ -530,8 +544,13 @@ FORMULA_TYPES = {
 
 
 def formula_env(obj: ObjectDef) -> dict[str, str]:
-    """The fields a formula on `obj` may reference, with their formula types."""
-    env = {f.api_name.lower(): FORMULA_TYPES.get(f.type, "text") for f in obj.all_fields()}
+    """The stored fields a formula on `obj` may reference, with their formula types (formula
+    fields are not referenceable, so formulas cannot depend on one another)."""
+    env = {
+        f.api_name.lower(): FORMULA_TYPES.get(f.type, "text")
+        for f in obj.all_fields()
+        if f.type != "formula"
+    }
     env.update(
         {
             "id": "text",
@@ -664,6 +683,10 @@ def _check_object(obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], pr
         if field.api_name.lower() in names:
             problem(f"{fpath}.api_name", f"duplicate field {field.api_name!r}")
         names.add(field.api_name.lower())
+        if field.type == "formula" and field.formula and field.return_type:
+            _compiles(
+                field.formula, formula_env(obj), field.return_type, f"{fpath}.formula", problem
+            )
 
 
 def _check_references(

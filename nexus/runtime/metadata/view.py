@@ -53,6 +53,7 @@ class MetadataView:
     layouts: dict[str, LayoutDef] = field(default_factory=dict)  # object -> its layout
     validation_rules: dict[str, list[CompiledRule]] = field(default_factory=dict)
     before_save_flows: dict[str, list[CompiledFlow]] = field(default_factory=dict)
+    formula_fields: dict[str, dict[str, Formula]] = field(default_factory=dict)  # obj -> field
 
     def object(self, name: str) -> ObjectDef | None:
         return self.objects.get(name.lower())
@@ -141,6 +142,14 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         flows.setdefault(obj.api_name.lower(), []).append(CompiledFlow(flow, entry, updates))
     for compiled in flows.values():
         compiled.sort(key=lambda c: (c.definition.order, c.definition.api_name.lower()))
+    formula_fields = {
+        name: {
+            f.api_name: compile_formula(f.formula or "", formula_env(obj), expect=f.return_type)
+            for f in obj.fields
+            if f.type == "formula"
+        }
+        for name, obj in objects.items()
+    }
     tables_metadata = MetaData()
     tables = {name: sa_table(desired_table(obj), tables_metadata) for name, obj in objects.items()}
     return MetadataView(
@@ -154,6 +163,7 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         layouts=layouts,
         validation_rules=validations,
         before_save_flows=flows,
+        formula_fields=formula_fields,
         fields={
             name: {f.api_name.lower(): f for f in obj.all_fields()} for name, obj in objects.items()
         },

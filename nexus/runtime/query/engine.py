@@ -220,6 +220,12 @@ class _Compiler:
         definition = self.view.field(current_obj, last)
         if definition is None or not self.access.field(self.view, current_obj, definition)[0]:
             raise _invalid_field(path)
+        if definition.type == "formula":
+            raise SoqlError(
+                f"formula field '{path.text}' is computed on read and cannot be used in a "
+                f"query yet (line {path.line}, column {path.column}): read the record instead",
+                code="INVALID_FIELD",
+            )
         return made(
             definition.api_name,
             definition.type,

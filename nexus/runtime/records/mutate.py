@@ -312,7 +312,11 @@ def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
     values: dict[str, Any] = {}
     prior: dict[str, Any] | None = None
     if old is not None:
-        prior = {f.api_name.lower(): old[column_name(f.api_name)] for f in obj.all_fields()}
+        prior = {
+            f.api_name.lower(): old[column_name(f.api_name)]
+            for f in obj.all_fields()
+            if f.type != "formula"
+        }
         prior.update({path: old[column] for path, column in _SYSTEM_PATHS.items()})
         values.update(prior)
     values.update(w.values)

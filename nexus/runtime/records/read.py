@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import select
@@ -14,6 +15,7 @@ from nexus.contracts.records import ErrorCategory, RecordData
 from nexus.platform.ids import to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
+from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.records.coercion import to_wire, wire_datetime
@@ -55,11 +57,47 @@ def project(
             elif isinstance(value, datetime):
                 value = wire_datetime(value)
             out[name] = value
+    formulas = view.formula_fields.get(obj.api_name.lower(), {})
+    context = None
     for definition in chosen:
+        if definition.type == "formula":
+            if context is None:
+                context = _formula_context(obj, row)
+            out[definition.api_name] = formula_wire(formulas[definition.api_name].evaluate(context))
+            continue
         out[definition.api_name] = to_wire(definition, row[column_name(definition.api_name)])
     return RecordData(
         object=obj.api_name, id=row["id"], row_version=int(row["row_version"]), fields=out
     )
+
+
+def _formula_context(obj: ObjectDef, row: Any) -> Context:
+    values = {
+        f.api_name.lower(): row[column_name(f.api_name)]
+        for f in obj.all_fields()
+        if f.type != "formula"
+    }
+    values.update(
+        {
+            "id": row["id"],
+            "ownerid": row["owner_id"],
+            "createdbyid": row["created_by_id"],
+            "createddate": row["created_date"],
+            "lastmodifieddate": row["last_modified_date"],
+        }
+    )
+    return Context(values=values)
+
+
+def formula_wire(value: Any) -> Any:
+    """A computed formula value in the wire form of its return type."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime):
+        return wire_datetime(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
 
 
 def resolve_object(

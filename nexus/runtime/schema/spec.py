@@ -143,6 +143,8 @@ def desired_table(obj: ObjectDef) -> TableSpec:
         IndexSpec(_index_name("ix", name, "name"), ("org_id", "name")),  # list views sort by it
     ]
     for field in obj.all_fields():
+        if field.type == "formula":
+            continue  # computed on read: no column
         col = column_name(field.api_name)
         columns.append(ColumnSpec(col, column_type(field)))
         if field.type in ("lookup", "master_detail"):

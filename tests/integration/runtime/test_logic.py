@@ -200,3 +200,71 @@ async def test_formulas_are_checked_when_saved(
     assert any(p.path == path and message in p.message for p in caught.value.problems), (
         caught.value.problems
     )
+
+
+async def test_formula_fields_are_computed_on_read(logic: World) -> None:
+    from nexus.platform.db import session_factory, unit_of_work  # noqa: PLC0415
+    from nexus.runtime.describe import describe_object  # noqa: PLC0415
+    from nexus.runtime.query.engine import run_query  # noqa: PLC0415
+    from nexus.runtime.query.parser import SoqlError  # noqa: PLC0415
+    from tests.integration.runtime.test_records import METADATA  # noqa: PLC0415
+
+    account = next(o for o in METADATA["objects"] if o["api_name"] == "Account")
+    formulas = [
+        {
+            "api_name": "Band__c",
+            "label": "Band",
+            "type": "formula",
+            "return_type": "text",
+            "formula": "IF(Revenue__c > 1000, 'big', 'small')",
+        },
+        {
+            "api_name": "Revenue_K__c",
+            "label": "Revenue (k)",
+            "type": "formula",
+            "return_type": "number",
+            "formula": "Revenue__c / 1000",
+        },
+    ]
+    await apply_metadata(
+        logic.engine,
+        org_id=logic.org_id,
+        raw={"objects": [{**account, "fields": [*account["fields"], *formulas]}]},
+    )
+    created = (await logic.mutate("admin", create("Account", Name="f", Revenue__c=2500))).results[0]
+    record = await logic.read("admin", created.id or "")
+    assert record.fields["Band__c"] == "big"
+    assert record.fields["Revenue_K__c"] == 2.5
+    await logic.mutate("admin", MutateItem(op="update", id=created.id, fields={"Revenue__c": 10}))
+    assert (await logic.read("admin", created.id or "")).fields["Band__c"] == "small"
+    refused = await logic.mutate(
+        "admin", MutateItem(op="update", id=created.id, fields={"Band__c": "x"})
+    )
+    assert refused.results[0].errors[0].category == "INVALID_FIELD"
+    caller = await logic.caller("admin")
+    async with unit_of_work(session_factory(logic.engine), readonly=True) as session:
+        view = await logic.metadata.view(session, logic.org_id)
+        access = await logic.access.for_caller(session, caller)
+        fields = {f.name: f for f in describe_object(view, access, "Account").fields}
+        with pytest.raises(SoqlError, match="computed on read"):
+            await run_query(session, view=view, access=access, soql="SELECT Band__c FROM Account")
+    assert fields["Band__c"].calculated is True
+    assert fields["Band__c"].calculated_formula == "IF(Revenue__c > 1000, 'big', 'small')"
+    assert fields["Band__c"].createable is False
+    with pytest.raises(InvalidMetadata) as caught:
+        await apply_metadata(
+            logic.engine,
+            org_id=logic.org_id,
+            raw={
+                "objects": [
+                    {
+                        **account,
+                        "fields": [
+                            *account["fields"],
+                            {**formulas[0], "formula": "Revenue__c + 1"},
+                        ],
+                    }
+                ]
+            },
+        )
+    assert any("formula" in p.path and "text is needed" in p.message for p in caught.value.problems)
