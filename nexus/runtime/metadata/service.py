@@ -96,18 +96,10 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
             raise InvalidMetadata(problems)
         await repo.ensure_org_state(org_id)
         now = await read_db_now_ms(session)
+        stager = _Stager(repo, result, org_id=org_id, apply_id=apply_id, now=now)
         staged: list[list[Any]] = []
         for obj in batch.objects:
-            version = await _stage_definition(
-                repo,
-                result,
-                org_id=org_id,
-                kind=OBJECT,
-                api_name=obj.api_name,
-                body=obj.model_dump_json(),
-                apply_id=apply_id,
-                now=now,
-            )
+            version = await stager.stage(OBJECT, obj.api_name, obj.model_dump_json())
             if version is None:
                 continue
             staged.append([OBJECT, version[0], version[1]])
@@ -134,16 +126,7 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
             (LIST_VIEW, batch.list_views),
         ):
             for item in items:
-                version = await _stage_definition(
-                    repo,
-                    result,
-                    org_id=org_id,
-                    kind=kind,
-                    api_name=item.api_name,
-                    body=item.model_dump_json(),
-                    apply_id=apply_id,
-                    now=now,
-                )
+                version = await stager.stage(kind, item.api_name, item.model_dump_json())
                 if version is not None:
                     staged.append([kind, version[0], version[1]])
         if staged:
@@ -153,38 +136,46 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
     return result
 
 
-async def _stage_definition(
-    repo: MetadataRepository,
-    result: ApplyResult,
-    *,
-    org_id: str,
-    kind: str,
-    api_name: str,
-    body: str,
-    apply_id: str,
-    now: int,
-) -> tuple[str, int] | None:
-    """Store a new inactive version unless the active one has the same digest."""
-    digest = _digest(body)
-    current = {r["name"].lower(): r["digest"] for r in await repo.active_definitions(org_id, kind)}
-    if current.get(api_name.lower()) == digest:
-        result.unchanged.append(api_name)
-        return None
-    latest = await repo.latest_versions(org_id, kind)
-    name = next((n for n in latest if n.lower() == api_name.lower()), api_name)
-    version = latest.get(name, 0) + 1
-    await repo.insert_definition(
-        org_id=org_id,
-        kind=kind,
-        name=name,
-        version=version,
-        body=body,
-        digest=digest,
-        apply_id=apply_id,
-        created_at_ms=now,
-    )
-    result.versions.append({"kind": kind, "name": name, "version": version})
-    return name, version
+class _Stager:
+    """Stores new inactive versions for one apply; reads each kind's versions once."""
+
+    def __init__(
+        self, repo: MetadataRepository, result: ApplyResult, *, org_id: str, apply_id: str, now: int
+    ) -> None:
+        self.repo = repo
+        self.result = result
+        self.org_id = org_id
+        self.apply_id = apply_id
+        self.now = now
+        self._digests: dict[str, dict[str, str]] = {}
+        self._latest: dict[str, dict[str, int]] = {}
+
+    async def stage(self, kind: str, api_name: str, body: str) -> tuple[str, int] | None:
+        """A new inactive version unless the active one has the same digest."""
+        if kind not in self._digests:
+            rows = await self.repo.active_definitions(self.org_id, kind)
+            self._digests[kind] = {r["name"].lower(): r["digest"] for r in rows}
+            self._latest[kind] = await self.repo.latest_versions(self.org_id, kind)
+        digest = _digest(body)
+        if self._digests[kind].get(api_name.lower()) == digest:
+            self.result.unchanged.append(api_name)
+            return None
+        latest = self._latest[kind]
+        name = next((n for n in latest if n.lower() == api_name.lower()), api_name)
+        version = latest.get(name, 0) + 1
+        latest[name] = version
+        await self.repo.insert_definition(
+            org_id=self.org_id,
+            kind=kind,
+            name=name,
+            version=version,
+            body=body,
+            digest=digest,
+            apply_id=self.apply_id,
+            created_at_ms=self.now,
+        )
+        self.result.versions.append({"kind": kind, "name": name, "version": version})
+        return name, version
 
 
 async def _complete(
