@@ -92,11 +92,8 @@ def describe_object(view: MetadataView, access: CallerAccess, name: str) -> Obje
             relationship_name=f.child_relationship_name,
             cascade_delete=f.type == "master_detail",
         )
-        for child in view.objects.values()
-        if access.object(view, child).read
-        for f in child.fields
-        if (f.reference_to or "").lower() == obj.api_name.lower()
-        and access.field(view, child, f)[0]
+        for child, f in view.children(obj)
+        if access.object(view, child).read and access.field(view, child, f)[0]
     ]
     return ObjectDescribe(
         summary=_summary(view, access, obj),

@@ -65,6 +65,15 @@ class MetadataView:
     def table(self, obj: ObjectDef) -> Table:
         return self.tables[obj.api_name.lower()]
 
+    def children(self, obj: ObjectDef) -> list[tuple[ObjectDef, FieldDef]]:
+        """Every (child object, lookup or master-detail field) that points at `obj`."""
+        return [
+            (child, f)
+            for child in self.objects.values()
+            for f in child.fields
+            if f.reference_to and f.reference_to.lower() == obj.api_name.lower()
+        ]
+
     def field(self, obj: ObjectDef, name: str) -> FieldDef | None:
         return self.fields[obj.api_name.lower()].get(name.lower())
 

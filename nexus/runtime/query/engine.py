@@ -588,10 +588,8 @@ async def _attach_children(
     match = next(
         (
             (obj, f)
-            for obj in compiler.view.objects.values()
-            for f in obj.fields
-            if (f.reference_to or "").lower() == plan.obj.api_name.lower()
-            and (f.child_relationship_name or "").lower() in (relationship, relationship + "__r")
+            for obj, f in compiler.view.children(plan.obj)
+            if (f.child_relationship_name or "").lower() in (relationship, relationship + "__r")
         ),
         None,
     )

@@ -197,11 +197,8 @@ async def _related(
 ) -> list[RelatedList]:
     lists: list[tuple[ObjectDef, FieldDef]] = [
         (child, f)
-        for child in view.objects.values()
-        if access.object(view, child).read
-        for f in child.fields
-        if (f.reference_to or "").lower() == obj.api_name.lower()
-        and access.field(view, child, f)[0]
+        for child, f in view.children(obj)
+        if access.object(view, child).read and access.field(view, child, f)[0]
     ]
     layout = view.layouts.get(obj.api_name.lower())
     if layout is not None:

@@ -587,16 +587,6 @@ def _history(ctx: _Context, obj: ObjectDef, w: _Work, old: Any) -> list[dict[str
     return out
 
 
-def _children(view: MetadataView, obj: ObjectDef) -> list[tuple[ObjectDef, FieldDef]]:
-    return [
-        (child, f)
-        for child in view.objects.values()
-        for f in child.fields
-        if f.type in ("lookup", "master_detail")
-        and (f.reference_to or "").lower() == obj.api_name.lower()
-    ]
-
-
 async def _delete(ctx: _Context, work: list[_Work]) -> None:
     for obj, members in _by_object(work).values():
         rows = await _load_for_change(ctx, obj, members, "delete")
@@ -607,7 +597,7 @@ async def _delete(ctx: _Context, work: list[_Work]) -> None:
             if _gate(ctx, obj, w, rows.get(w.record_id or ""), allowed=may_delete, deleted_ok=False)
         ]
         ids = {w.record_id or "" for w in live}
-        for child, reference in _children(ctx.view, obj):
+        for child, reference in ctx.view.children(obj):
             if reference.type == "lookup" and reference.on_delete == "restrict":
                 blocked = await ctx.store.referencing(
                     ctx.view.table(child), column_name(reference.api_name), ids
@@ -631,7 +621,7 @@ async def _cascade(
 ) -> None:
     if not ids or depth > 3:
         return
-    for child, reference in _children(ctx.view, obj):
+    for child, reference in ctx.view.children(obj):
         table = ctx.view.table(child)
         column = column_name(reference.api_name)
         if reference.type == "master_detail":
