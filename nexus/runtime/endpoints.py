@@ -26,6 +26,7 @@ from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.engine import (
     DEFAULT_PAGE,
     MIN_PAGE,
+    QueryPage,
     make_locator,
     query_current,
     read_locator,
@@ -276,6 +277,28 @@ async def query_endpoint(
             page_size=page_size,
             start=start,
         )
+    return _page_response(
+        key,
+        caller,
+        page,
+        soql=soql,
+        include_deleted=include_deleted,
+        page_size=page_size,
+        start=start,
+    )
+
+
+def _page_response(
+    key: bytes,
+    caller: TrustedCall,
+    page: QueryPage,
+    *,
+    soql: str,
+    include_deleted: bool,
+    page_size: int,
+    start: int,
+) -> QueryResponse:
+    """A page of results, with a locator to the next page when there is one."""
     locator = None
     if not page.done:
         locator = make_locator(
@@ -323,23 +346,18 @@ async def list_view_endpoint(
             name=body.name,
             page_size=body.page_size,
         )
-    locator = None
-    if not page.done:
-        locator = make_locator(
-            key,
-            org_id=caller.org_id,
-            user_id=caller.user_id,
-            soql=to_soql(definition),
-            include_deleted=False,
-            page_size=body.page_size,
-            start=len(page.records),
-        )
     return ListViewResponse(
         name=definition.api_name,
         object=definition.object,
         label=definition.label,
         columns=list(definition.columns),
-        page=QueryResponse(
-            total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
+        page=_page_response(
+            key,
+            caller,
+            page,
+            soql=to_soql(definition),
+            include_deleted=False,
+            page_size=body.page_size,
+            start=0,
         ),
     )
