@@ -56,6 +56,20 @@ class CallerAccess:
     #: decisions already computed, keyed by metadata revision (a new revision, a new key)
     _memo: dict[tuple[object, ...], object] = field(default_factory=dict, compare=False, repr=False)
 
+    @classmethod
+    def system(cls, org_id: str) -> CallerAccess:
+        """The platform itself (formula inputs): every object, field and row of one org."""
+        return cls(
+            org_id=org_id,
+            user_id="",
+            is_admin=True,
+            role_id=None,
+            permission_set_names=frozenset(),
+            visible_owner_ids=frozenset(),
+            role_lineage=frozenset(),
+            role_names={},
+        )
+
     def _sets(self, view: MetadataView) -> list[PermissionSetDef]:
         return [
             view.permission_sets[n] for n in self.permission_set_names if n in view.permission_sets

@@ -10,7 +10,9 @@ from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from nexus.runtime.formula.nodes import Context, Node, fail, num, truthy
+from sqlalchemy import and_, case, func, not_, or_
+
+from nexus.runtime.formula.nodes import Context, Node, blank_sql, fail, num, sql_of, truthy
 
 Builder = Callable[[Any, Any, list[Node]], Node]
 FUNCTIONS: dict[str, Builder] = {}
@@ -49,18 +51,22 @@ def _common(meta: Any, name: str, nodes: Sequence[Node]) -> str:
     return kinds.pop() if kinds else "null"
 
 
-def _text_fn(name: str, op: Callable[[str], Any], result: str = "text") -> None:
+def _text_fn(name: str, op: Callable[[str], Any], result: str = "text", sql: Any = None) -> None:
     @_register(name)
     def build(_b: Any, meta: Any, args: list[Node]) -> Node:
         _check(meta, name, args, TEXTUAL)
         f = args[0].fn
-        return Node(result, lambda ctx: None if (v := f(ctx)) is None else op(v))
+        return Node(
+            result,
+            lambda ctx: None if (v := f(ctx)) is None else op(v),
+            sql=sql_of(args, sql) if sql else None,
+        )
 
 
-_text_fn("LEN", lambda v: Decimal(len(v)), "number")
-_text_fn("UPPER", str.upper)
-_text_fn("LOWER", str.lower)
-_text_fn("TRIM", str.strip)
+_text_fn("LEN", lambda v: Decimal(len(v)), "number")  # LENGTH counts bytes on MariaDB
+_text_fn("UPPER", str.upper, sql=func.upper)
+_text_fn("LOWER", str.lower, sql=func.lower)
+_text_fn("TRIM", str.strip, sql=func.trim)
 
 
 @_register("IF")
@@ -72,7 +78,11 @@ def _if(_b: Any, meta: Any, args: list[Node]) -> Node:
         raise fail(meta, f"IF needs a boolean condition, not {cond.type}")
     kind = _common(meta, "IF", (then, other))
     c, t, o = cond.fn, then.fn, other.fn
-    return Node(kind, lambda ctx: t(ctx) if truthy(c(ctx)) else o(ctx))
+    return Node(
+        kind,
+        lambda ctx: t(ctx) if truthy(c(ctx)) else o(ctx),
+        sql=sql_of(args, lambda cs, ts, os: case((cs, ts), else_=os)),
+    )
 
 
 @_register("CASE")
@@ -96,7 +106,14 @@ def _case(_b: Any, meta: Any, args: list[Node]) -> Node:
                 return result(ctx)
         return d(ctx)
 
-    return Node(kind, evaluate)
+    def sql(subject_sql: Any, *rest: Any) -> Any:
+        whens = [
+            (and_(subject_sql.isnot(None), subject_sql == v), r)
+            for v, r in zip(rest[:-1:2], rest[1:-1:2], strict=True)
+        ]
+        return case(*whens, else_=rest[-1])
+
+    return Node(kind, evaluate, sql=sql_of(args, sql))
 
 
 def _logic(kind: str) -> Builder:
@@ -108,8 +125,10 @@ def _logic(kind: str) -> Builder:
                 raise fail(meta, f"{kind} needs booleans, not {arg.type}")
         fns = [a.fn for a in args]
         if kind == "AND":
-            return Node("boolean", lambda ctx: all(truthy(f(ctx)) for f in fns))
-        return Node("boolean", lambda ctx: any(truthy(f(ctx)) for f in fns))
+            return Node(
+                "boolean", lambda ctx: all(truthy(f(ctx)) for f in fns), sql=sql_of(args, and_)
+            )
+        return Node("boolean", lambda ctx: any(truthy(f(ctx)) for f in fns), sql=sql_of(args, or_))
 
     return build
 
@@ -122,7 +141,7 @@ FUNCTIONS["OR"] = _logic("OR")
 def _not(_b: Any, meta: Any, args: list[Node]) -> Node:
     _check(meta, "NOT", args, ("boolean", "null"))
     f = args[0].fn
-    return Node("boolean", lambda ctx: not truthy(f(ctx)))
+    return Node("boolean", lambda ctx: not truthy(f(ctx)), sql=sql_of(args, not_))
 
 
 def _blank(value: Any) -> bool:
@@ -134,7 +153,12 @@ def _isblank(_b: Any, meta: Any, args: list[Node]) -> Node:
     if len(args) != 1:
         raise fail(meta, "ISBLANK takes 1 argument")
     f = args[0].fn
-    return Node("boolean", lambda ctx: _blank(f(ctx)))
+    kind = args[0].type
+    return Node(
+        "boolean",
+        lambda ctx: _blank(f(ctx)),
+        sql=sql_of(args, lambda expr: blank_sql(kind, expr)),
+    )
 
 
 @_register("BLANKVALUE", "NULLVALUE")
@@ -143,7 +167,12 @@ def _blankvalue(_b: Any, meta: Any, args: list[Node]) -> Node:
         raise fail(meta, "BLANKVALUE takes 2 arguments")
     kind = _common(meta, "BLANKVALUE", args)
     f, g = args[0].fn, args[1].fn
-    return Node(kind, lambda ctx: g(ctx) if _blank(v := f(ctx)) else v)
+    first = args[0].type
+    return Node(
+        kind,
+        lambda ctx: g(ctx) if _blank(v := f(ctx)) else v,
+        sql=sql_of(args, lambda a, b: case((blank_sql(first, a), b), else_=a)),
+    )
 
 
 def _count(value: Any) -> int | None:
@@ -192,15 +221,23 @@ def _mid(_b: Any, meta: Any, args: list[Node]) -> Node:
     return Node("text", mid)
 
 
-def _pair_text(name: str, op: Callable[[str, str], bool]) -> None:
+def _pair_text(name: str, op: Callable[[str, str], bool], sql: Any = None) -> None:
     @_register(name)
     def build(_b: Any, meta: Any, args: list[Node]) -> Node:
         _check(meta, name, args, TEXTUAL, TEXTUAL)
         f, g = args[0].fn, args[1].fn
-        return Node("boolean", lambda ctx: op(f(ctx) or "", g(ctx) or ""))
+        return Node(
+            "boolean",
+            lambda ctx: op(f(ctx) or "", g(ctx) or ""),
+            sql=sql_of(args, sql) if sql else None,
+        )
 
 
-_pair_text("CONTAINS", lambda a, b: b in a)
+_pair_text(
+    "CONTAINS",
+    lambda a, b: b in a,
+    lambda a, b: func.instr(func.coalesce(a, ""), func.coalesce(b, "")) > 0,
+)
 _pair_text("BEGINS", lambda a, b: a.startswith(b))
 
 
@@ -261,14 +298,18 @@ def _round(_b: Any, meta: Any, args: list[Node]) -> Node:
             return None
         return value.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
 
-    return Node("number", rounded)
+    return Node("number", rounded, sql=sql_of(args, func.round))
 
 
 @_register("ABS")
 def _abs(_b: Any, meta: Any, args: list[Node]) -> Node:
     _check(meta, "ABS", args, NUMERIC)
     f = args[0].fn
-    return Node("number", lambda ctx: None if (v := num(f(ctx))) is None else abs(v))
+    return Node(
+        "number",
+        lambda ctx: None if (v := num(f(ctx))) is None else abs(v),
+        sql=sql_of(args, func.abs),
+    )
 
 
 def _extreme(kind: str) -> Builder:
@@ -374,6 +415,8 @@ def _includes(_b: Any, meta: Any, args: list[Node]) -> Node:
 def _field_arg(meta: Any, name: str, args: list[Node]) -> Node:
     if len(args) != 1 or args[0].path is None:
         raise fail(meta, f"{name} takes one field")
+    if "." in (args[0].path or ""):
+        raise fail(meta, f"{name} takes a field of this record, not a parent path")
     return args[0]
 
 

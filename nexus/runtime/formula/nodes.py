@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
+
+from sqlalchemy import or_
 
 
 class FormulaError(Exception):
@@ -21,13 +23,17 @@ class FormulaError(Exception):
 class Context:
     """What a formula sees: the record (lower-case paths), its prior values, and the clock."""
 
-    values: Mapping[str, Any]
+    values: dict[str, Any]
     prior: Mapping[str, Any] | None = None
     is_new: bool = False
     now: datetime = field(default_factory=lambda: datetime.now(UTC).replace(tzinfo=None))
 
 
 Fn = Callable[[Context], Any]
+#: A formula as SQL: given the SQL expression of each field path it references, its expression.
+#: Boolean formulas compile to two-valued SQL (never NULL), matching evaluation in Python.
+Column = Callable[[str], Any]
+SqlFn = Callable[[Column], Any]
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class Node:
     depth: int = 1
     literal: Any = None
     path: str | None = None  # set for field references
+    sql: SqlFn | None = None  # None when the database cannot compute this node
 
 
 def fail(meta: Any, reason: str) -> FormulaError:
@@ -55,3 +62,19 @@ def truthy(value: Any) -> bool:
 
 def const(value: Any) -> Fn:
     return lambda _ctx: value
+
+
+def sql_of(args: Sequence[Node], build: Callable[..., Any]) -> SqlFn | None:
+    """The SQL of a node whose arguments all compile: `build(*argument_sql)`; else None."""
+    parts = [a.sql for a in args]
+    if any(p is None for p in parts):
+        return None
+    ready: list[SqlFn] = [p for p in parts if p is not None]
+    return lambda column: build(*[p(column) for p in ready])
+
+
+def blank_sql(kind: str, expr: Any) -> Any:
+    """ISBLANK in SQL: null, or the empty string for text."""
+    if kind in ("text", "picklist", "multipicklist"):
+        return or_(expr.is_(None), expr == "")
+    return expr.is_(None)

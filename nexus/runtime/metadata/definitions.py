@@ -543,27 +543,81 @@ FORMULA_TYPES = {
 }
 
 
-def formula_env(obj: ObjectDef) -> dict[str, str]:
-    """The stored fields a formula on `obj` may reference, with their formula types (formula
+#: relationships every record has to a user, with the user fields a path may end in
+USER_RELATIONSHIPS = {
+    "owner": "owner_id",
+    "createdby": "created_by_id",
+    "lastmodifiedby": "last_modified_by_id",
+}
+USER_FIELDS = {"id": "user_id", "name": "display_name", "username": "username", "email": "email"}
+MAX_RELATIONSHIP_DEPTH = 5
+
+
+def relationship(obj: ObjectDef, name: str) -> FieldDef | None:
+    """The lookup of `obj` whose relationship is called `name` (`Account` or `Account__r`)."""
+    lowered = name.lower()
+    return next(
+        (
+            f
+            for f in obj.fields
+            if f.type in ("lookup", "master_detail")
+            and (f.relationship_name or "").lower() in (lowered, lowered + "__r")
+        ),
+        None,
+    )
+
+
+def _own_formula_types(obj: ObjectDef) -> dict[str, str]:
+    """The stored fields of `obj` a formula may reference, with their formula types (formula
     fields are not referenceable, so formulas cannot depend on one another)."""
-    env = {
+    types = {
         f.api_name.lower(): FORMULA_TYPES.get(f.type, "text")
         for f in obj.all_fields()
         if f.type != "formula"
     }
-    env.update(
+    types.update(
         {
             "id": "text",
             "ownerid": "text",
             "createdbyid": "text",
+            "lastmodifiedbyid": "text",
             "createddate": "datetime",
             "lastmodifieddate": "datetime",
         }
     )
-    return env
+    return types
 
 
-def _compiles(source: str, env: dict[str, str], expect: str, path: str, problem: Any) -> None:
+class FormulaEnv:
+    """What a formula on `obj` may reference: its own stored fields and parent paths through
+    lookups (`Account.Owner.Name`, at most five relationships), with their formula types."""
+
+    def __init__(self, obj: ObjectDef, objects: dict[str, ObjectDef]) -> None:
+        self.obj = obj
+        self.objects = objects
+
+    def get(self, key: str, /) -> str | None:
+        parts = key.lower().split(".")
+        if len(parts) > MAX_RELATIONSHIP_DEPTH + 1:
+            return None
+        current = self.obj
+        for depth, part in enumerate(parts[:-1]):
+            if part in USER_RELATIONSHIPS:
+                last = depth == len(parts) - 2
+                return "text" if last and parts[-1] in USER_FIELDS else None
+            lookup = relationship(current, part)
+            parent = self.objects.get((lookup.reference_to or "").lower()) if lookup else None
+            if parent is None:
+                return None
+            current = parent
+        return _own_formula_types(current).get(parts[-1])
+
+
+def formula_env(obj: ObjectDef, objects: dict[str, ObjectDef]) -> FormulaEnv:
+    return FormulaEnv(obj, objects)
+
+
+def _compiles(source: str, env: FormulaEnv, expect: str, path: str, problem: Any) -> None:
     try:
         compile_formula(source, env, expect=expect)
     except FormulaError as exc:
@@ -578,7 +632,7 @@ def _check_validation_rule(
     if obj is None:
         problem(f"{path}.object", f"no object named {rule.object!r}")
         return
-    _compiles(rule.formula, formula_env(obj), "boolean", f"{path}.formula", problem)
+    _compiles(rule.formula, formula_env(obj, resulting), "boolean", f"{path}.formula", problem)
     if rule.error_field and _field_of(resulting, rule.object, rule.error_field) is None:
         problem(f"{path}.error_field", f"no field {rule.error_field!r} on {obj.api_name}")
 
@@ -589,7 +643,7 @@ def _check_flow(flow: FlowDef, path: str, resulting: dict[str, ObjectDef], probl
     if obj is None:
         problem(f"{path}.object", f"no object named {flow.object!r}")
         return
-    env = formula_env(obj)
+    env = formula_env(obj, resulting)
     if flow.entry_condition:
         _compiles(flow.entry_condition, env, "boolean", f"{path}.entry_condition", problem)
     for j, update in enumerate(flow.updates):
@@ -683,10 +737,6 @@ def _check_object(obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], pr
         if field.api_name.lower() in names:
             problem(f"{fpath}.api_name", f"duplicate field {field.api_name!r}")
         names.add(field.api_name.lower())
-        if field.type == "formula" and field.formula and field.return_type:
-            _compiles(
-                field.formula, formula_env(obj), field.return_type, f"{fpath}.formula", problem
-            )
 
 
 def _check_references(
@@ -695,6 +745,10 @@ def _check_references(
     for j, field in enumerate(obj.fields):
         if field.reference_to and field.reference_to.lower() not in resulting:
             problem(f"{path}.fields[{j}].reference_to", f"no object named {field.reference_to!r}")
+    for j, field in enumerate(obj.fields):  # after the batch's objects: formulas read parents
+        if field.type == "formula" and field.formula and field.return_type:
+            env = formula_env(obj, resulting)
+            _compiles(field.formula, env, field.return_type, f"{path}.fields[{j}].formula", problem)
     if obj.sharing_model == "ControlledByParent" and not any(
         f.type == "master_detail" for f in obj.fields
     ):

@@ -129,7 +129,7 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         rule = ValidationRuleDef.model_validate_json(r["body"])
         obj = objects.get(rule.object.lower())
         if rule.active and obj is not None:
-            formula = compile_formula(rule.formula, formula_env(obj), expect="boolean")
+            formula = compile_formula(rule.formula, formula_env(obj, objects), expect="boolean")
             validations.setdefault(obj.api_name.lower(), []).append(CompiledRule(rule, formula))
     flows: dict[str, list[CompiledFlow]] = {}
     for r in await repo.active_definitions(org_id, "flow"):
@@ -137,7 +137,7 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         obj = objects.get(flow.object.lower())
         if not flow.active or flow.when != "before_save" or obj is None:
             continue
-        env = formula_env(obj)
+        env = formula_env(obj, objects)
         entry = compile_formula(flow.entry_condition, env) if flow.entry_condition else None
         updates = tuple(
             (target, compile_formula(u.formula, env))
@@ -153,7 +153,9 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         compiled.sort(key=lambda c: (c.definition.order, c.definition.api_name.lower()))
     formula_fields = {
         name: {
-            f.api_name: compile_formula(f.formula or "", formula_env(obj), expect=f.return_type)
+            f.api_name: compile_formula(
+                f.formula or "", formula_env(obj, objects), expect=f.return_type
+            )
             for f in obj.fields
             if f.type == "formula"
         }

@@ -12,28 +12,38 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, not_, or_, select, true
+from sqlalchemy import ColumnElement, and_, func, not_, null, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select as SqlSelect
 
 from nexus.identity import models as im
 from nexus.platform.ids import to_18
 from nexus.runtime.access import CallerAccess
+from nexus.runtime.formula.compiler import Formula
+from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata import models as m
-from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
+from nexus.runtime.metadata.definitions import (
+    MAX_RELATIONSHIP_DEPTH,
+    USER_FIELDS,
+    USER_RELATIONSHIPS,
+    FieldDef,
+    ObjectDef,
+    relationship,
+)
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
-from nexus.runtime.records.coercion import to_wire, wire_datetime
+from nexus.runtime.records.coercion import formula_wire, to_wire, wire_datetime
 from nexus.runtime.schema.spec import column_name
 
 DEFAULT_PAGE = 2000
 MIN_PAGE = 200
-MAX_DEPTH = 5
+MAX_DEPTH = MAX_RELATIONSHIP_DEPTH
 LOCATOR_TTL_SECONDS = 15 * 60
 CANONICAL = {
     "id": "Id",
@@ -61,12 +71,6 @@ SYSTEM = {
     "systemmodstamp": ("system_modstamp", "datetime"),
     "isdeleted": ("is_deleted", "boolean"),
 }
-USER_FIELDS = {"id": "user_id", "name": "display_name", "username": "username", "email": "email"}
-USER_RELATIONS = {
-    "owner": "owner_id",
-    "createdby": "created_by_id",
-    "lastmodifiedby": "last_modified_by_id",
-}
 
 
 def _invalid_field(path: Path, detail: str = "") -> SoqlError:
@@ -89,9 +93,12 @@ class QueryPage:
 class _Column:
     key: str  # result label
     path: Path
-    kind: str  # field type, or system kinds
+    kind: str  # field type, or system kinds; a formula's return type
     definition: FieldDef | None
-    expr: ColumnElement[Any]
+    expr: Any  # None for a formula field: computed from its inputs, or compiled on demand
+    formula: Formula | None = None
+    base: tuple[str, ...] = ()  # the relationship path a formula's own paths start from
+    inputs: list[tuple[str, int]] = field(default_factory=list)  # formula path -> row index
 
 
 @dataclass
@@ -99,8 +106,9 @@ class _Plan:
     obj: ObjectDef
     table: Any
     joins: list[tuple[Any, ColumnElement[bool]]] = field(default_factory=list)
-    aliases: dict[tuple[str, ...], tuple[Any, ObjectDef | None, str]] = field(default_factory=dict)
+    aliases: dict[tuple[Any, ...], tuple[Any, ObjectDef | None, str]] = field(default_factory=dict)
     columns: list[_Column] = field(default_factory=list)
+    hidden: list[_Column] = field(default_factory=list)  # formula inputs, after the columns
 
 
 class _Compiler:
@@ -113,13 +121,32 @@ class _Compiler:
         self.counter = 0
         self.dialect = dialect
 
-    def text_expr(self, column: _Column) -> Any:
+    def text_expr(self, plan: _Plan, column: _Column) -> Any:
         """SOQL compares text case-insensitively: MariaDB's collation already does; SQLite
         needs NOCASE."""
+        expr = self.sql_expr(plan, column)
         textual = column.kind not in _CONVERTERS
         if textual and self.dialect == "sqlite":
-            return column.expr.collate("NOCASE")
-        return column.expr
+            return expr.collate("NOCASE")
+        return expr
+
+    def sql_expr(self, plan: _Plan, column: _Column) -> Any:
+        """A column's SQL; a formula field's compiled from the formula, or refused."""
+        if column.formula is None:
+            return column.expr
+        formula, path = column.formula, column.path
+        if formula.sql is None:
+            raise SoqlError(
+                f"formula field '{path.text}' cannot be filtered or sorted on "
+                f"(line {path.line}, column {path.column}): the database cannot compute "
+                f"{', '.join(formula.not_in_sql)}; select it instead",
+                code="INVALID_FIELD",
+            )
+        return formula.sql(lambda p: self.resolve(plan, self.input_path(column, p), True).expr)
+
+    @staticmethod
+    def input_path(column: _Column, formula_path: str) -> Path:
+        return Path((*column.base, *formula_path.split(".")), column.path.line, column.path.column)
 
     def object(self, name: str, position: tuple[int, int]) -> ObjectDef:
         obj = self.view.object(name)
@@ -135,23 +162,26 @@ class _Compiler:
         self.counter += 1
         return self.view.table(obj).alias(f"t{self.counter}")
 
-    def visible(self, alias: Any, obj: ObjectDef) -> ColumnElement[bool]:
-        conditions = [
-            alias.c.org_id == self.access.org_id,
-            _rebind(self.access.row_predicate(self.view, obj, "read"), self.view.table(obj), alias),
-        ]
+    def visible(self, alias: Any, obj: ObjectDef, *, system: bool = False) -> ColumnElement[bool]:
+        conditions = [alias.c.org_id == self.access.org_id]
+        if not system:
+            predicate = self.access.row_predicate(self.view, obj, "read")
+            conditions.append(_rebind(predicate, self.view.table(obj), alias))
         if not self.include_deleted:
             conditions.append(alias.c.is_deleted.is_(False))
         return and_(*conditions)
 
-    def resolve(self, plan: _Plan, path: Path) -> _Column:
+    def resolve(self, plan: _Plan, path: Path, system: bool = False) -> _Column:
+        """A field path's column, joining parents on the way. `system` resolves a formula's
+        inputs: formulas see their fields and parents whatever the caller's access, as the
+        formula field itself was checked."""
         if len(path.parts) > MAX_DEPTH + 1:
             raise _invalid_field(path, f": at most {MAX_DEPTH} relationship levels")
         current_alias: Any = plan.table
         current_obj: ObjectDef | None = plan.obj
         canonical: list[str] = []
         for depth, part in enumerate(path.parts[:-1]):
-            key = tuple(p.lower() for p in path.parts[: depth + 1])
+            key = (system, *(p.lower() for p in path.parts[: depth + 1]))
             if key in plan.aliases:
                 current_alias, current_obj, name = plan.aliases[key]
                 canonical.append(name)
@@ -159,36 +189,18 @@ class _Compiler:
             if current_obj is None:
                 raise _invalid_field(path)
             lowered = part.lower()
-            if lowered in USER_RELATIONS:
-                user = im.user.alias(f"u{self.counter + 1}")
-                self.counter += 1
-                plan.joins.append(
-                    (
-                        user,
-                        and_(
-                            user.c.org_id == current_alias.c.org_id,
-                            user.c.user_id == current_alias.c[USER_RELATIONS[lowered]],
-                        ),
-                    )
-                )
-                plan.aliases[key] = (user, None, CANONICAL[lowered])
+            if lowered in USER_RELATIONSHIPS:
+                current_alias = self.join_user(plan, key, current_alias, lowered)
+                current_obj = None
                 canonical.append(CANONICAL[lowered])
-                current_alias, current_obj = user, None
                 continue
-            lookup = next(
-                (
-                    f
-                    for f in current_obj.fields
-                    if f.type in ("lookup", "master_detail")
-                    and (f.relationship_name or "").lower() in (lowered, lowered + "__r")
-                    and self.access.field(self.view, current_obj, f)[0]
-                ),
-                None,
-            )
-            if lookup is None:
+            lookup = relationship(current_obj, part)
+            if lookup is None or not (
+                system or self.access.field(self.view, current_obj, lookup)[0]
+            ):
                 raise _invalid_field(path, f": no relationship '{part}' on {current_obj.api_name}")
             parent = self.view.object(lookup.reference_to or "")
-            if parent is None or not self.access.object(self.view, parent).read:
+            if parent is None or not (system or self.access.object(self.view, parent).read):
                 raise _invalid_field(path)
             parent_alias = self.alias(parent)
             plan.joins.append(
@@ -196,7 +208,7 @@ class _Compiler:
                     parent_alias,
                     and_(
                         parent_alias.c.id == current_alias.c[column_name(lookup.api_name)],
-                        self.visible(parent_alias, parent),
+                        self.visible(parent_alias, parent, system=system),
                     ),
                 )
             )
@@ -218,20 +230,34 @@ class _Compiler:
             column, kind = SYSTEM[last]
             return made(CANONICAL[last], kind, None, current_alias.c[column])
         definition = self.view.field(current_obj, last)
-        if definition is None or not self.access.field(self.view, current_obj, definition)[0]:
+        if definition is None or not (
+            system or self.access.field(self.view, current_obj, definition)[0]
+        ):
             raise _invalid_field(path)
         if definition.type == "formula":
-            raise SoqlError(
-                f"formula field '{path.text}' is computed on read and cannot be used in a "
-                f"query yet (line {path.line}, column {path.column}): read the record instead",
-                code="INVALID_FIELD",
-            )
+            computed = made(definition.api_name, definition.return_type or "text", definition, None)
+            computed.formula = self.view.formula_fields[current_obj.api_name.lower()][
+                definition.api_name
+            ]
+            computed.base = path.parts[:-1]
+            return computed
         return made(
             definition.api_name,
             definition.type,
             definition,
             current_alias.c[column_name(definition.api_name)],
         )
+
+    def join_user(self, plan: _Plan, key: tuple[Any, ...], alias: Any, relation: str) -> Any:
+        self.counter += 1
+        user = im.user.alias(f"u{self.counter}")
+        on = and_(
+            user.c.org_id == alias.c.org_id,
+            user.c.user_id == alias.c[USER_RELATIONSHIPS[relation]],
+        )
+        plan.joins.append((user, on))
+        plan.aliases[key] = (user, None, CANONICAL[relation])
+        return user
 
     # ---------------------------------------------------------------- conditions
     def condition(self, plan: _Plan, cond: Condition) -> ColumnElement[bool]:
@@ -243,7 +269,7 @@ class _Compiler:
         if cond.path is None:  # pragma: no cover - the parser gives every comparison a path
             raise SoqlError("malformed condition")
         column = self.resolve(plan, cond.path)
-        expr = self.text_expr(column)
+        expr = self.text_expr(plan, column)
         values = [self.literal(column, v) for v in cond.values]
         if cond.op == "compare":
             return _compare(expr, cond.operator, values[0], column, cond.values[0])
@@ -442,34 +468,104 @@ def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any
             plan.columns.append(column)
     if not any(c.key.lower() == "id" for c in plan.columns):
         plan.columns.insert(0, compiler.resolve(plan, Path(("Id",))))
+    for column in plan.columns:  # a selected formula is computed from its inputs after the read
+        for formula_path in sorted(column.formula.paths if column.formula else ()):
+            hidden = compiler.resolve(plan, compiler.input_path(column, formula_path), True)
+            column.inputs.append((formula_path, len(plan.columns) + len(plan.hidden)))
+            plan.hidden.append(hidden)
     where = [compiler.visible(alias, obj)]
     if query.where is not None:
         where.append(compiler.condition(plan, query.where))
     order: list[Any] = []
     for item in query.order:
         column = compiler.resolve(plan, item.path)
+        expr = compiler.sql_expr(plan, column)
         nulls_last = item.nulls_last if item.nulls_last is not None else item.descending
         if nulls_last != item.descending:
             # SQLite and MariaDB sort NULLs first ascending and last descending, which is
             # SOQL's default; only a contrary NULLS clause needs an extra (index-defeating) key
-            order.append(column.expr.is_(None) if nulls_last else column.expr.isnot(None))
-        order.append(column.expr.desc() if item.descending else column.expr.asc())
+            order.append(expr.is_(None) if nulls_last else expr.isnot(None))
+        order.append(expr.desc() if item.descending else expr.asc())
     order.append(alias.c.id)
-    source: Any = alias
-    for joined, on in plan.joins:
-        source = source.outerjoin(joined, on)
+    source = _source(plan)
     revision = (
         select(m.org_state.c.metadata_revision)
         .where(m.org_state.c.org_id == compiler.access.org_id)
         .scalar_subquery()
     )
     stmt = (
-        select(*[c.expr.label(f"c{i}") for i, c in enumerate(plan.columns)], revision.label("rev"))
+        select(
+            *[(null() if c.formula else c.expr).label(f"c{i}") for i, c in enumerate(plan.columns)],
+            *[c.expr.label(f"h{i}") for i, c in enumerate(plan.hidden)],
+            revision.label("rev"),
+        )
         .select_from(source)
         .where(*where)
         .order_by(*order)
     )
     return plan, stmt
+
+
+def _source(plan: _Plan) -> Any:
+    source: Any = plan.table
+    for joined, on in plan.joins:
+        source = source.outerjoin(joined, on)
+    return source
+
+
+#: the formula context key holding the user id behind each user relationship
+_USER_KEYS = {"owner": "ownerid", "createdby": "createdbyid", "lastmodifiedby": "lastmodifiedbyid"}
+
+
+async def load_parent_paths(
+    session: AsyncSession,
+    view: MetadataView,
+    obj: ObjectDef,
+    records: list[dict[str, Any]],
+    paths: Iterable[str],
+) -> None:
+    """Add to each record's formula values the parent paths (`account.owner.name`) the
+    formulas read, from the lookup values the records hold (so unsaved records work too): one
+    statement per first relationship for the whole batch. Formulas see parents whatever the
+    caller's sharing, like the formula field itself."""
+    groups: dict[str, list[str]] = {}
+    for path in sorted(paths):
+        first, _, rest = path.partition(".")
+        if rest:
+            groups.setdefault(first, []).append(rest)
+    dialect = session.get_bind().dialect.name
+    for first, rests in groups.items():
+        if first in _USER_KEYS:
+            key = _USER_KEYS[first]
+            user = im.user
+            stmt: Any = select(user.c.user_id, *[user.c[USER_FIELDS[r]] for r in rests]).where(
+                user.c.org_id == view.org_id
+            )
+            id_column = user.c.user_id
+        else:
+            lookup = relationship(obj, first)
+            parent = view.object(lookup.reference_to or "") if lookup else None
+            if lookup is None or parent is None:  # pragma: no cover - checked at save time
+                raise SoqlError(f"no relationship {first!r} on {obj.api_name}")
+            key = column_name(lookup.api_name)
+            compiler = _Compiler(
+                view, CallerAccess.system(view.org_id), include_deleted=False, dialect=dialect
+            )
+            plan = _Plan(obj=parent, table=compiler.alias(parent))
+            columns = [compiler.resolve(plan, Path(tuple(r.split("."))), True) for r in rests]
+            stmt = select(plan.table.c.id, *[c.expr for c in columns]).select_from(_source(plan))
+            stmt = stmt.where(compiler.visible(plan.table, parent, system=True))
+            id_column = plan.table.c.id
+        ids = sorted({str(r[key]) for r in records if r.get(key)})
+        found = (
+            {row[0]: row[1:] for row in await session.execute(stmt.where(id_column.in_(ids)))}
+            if ids
+            else {}
+        )
+        for record in records:
+            row = found.get(record.get(key))
+            for i, rest in enumerate(rests):
+                record[f"{first}.{rest}"] = row[i] if row is not None else None
 
 
 #: Compiled statements by (query, metadata revision, caller access, day): a caller's access
@@ -494,7 +590,10 @@ def _record(
     values = []
     for i, column in enumerate(plan.columns):
         value = row[i]
-        if column.definition is not None:
+        if column.formula is not None:
+            inputs = {path: row[index] for path, index in column.inputs}
+            value = formula_wire(column.formula.evaluate(Context(values=inputs)))
+        elif column.definition is not None:
             value = to_wire(column.definition, value)
         elif column.kind == "datetime":
             value = wire_datetime(value)

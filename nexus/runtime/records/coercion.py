@@ -190,3 +190,14 @@ def wire_datetime(value: Any) -> str | None:
         return None
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}+0000"
+
+
+def formula_wire(value: Any) -> Any:
+    """A computed formula value in the wire form of its return type."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime):
+        return wire_datetime(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value

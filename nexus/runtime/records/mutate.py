@@ -36,9 +36,11 @@ from nexus.platform.db import read_db_now_ms
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
+from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import InvalidValue, coerce
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
@@ -299,16 +301,36 @@ _SYSTEM_PATHS = {
     "id": "id",
     "ownerid": "owner_id",
     "createdbyid": "created_by_id",
+    "lastmodifiedbyid": "last_modified_by_id",
     "createddate": "created_date",
     "lastmodifieddate": "last_modified_date",
 }
 
 
-def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
+async def _apply_logic(ctx: _Context, obj: ObjectDef, batch: list[tuple[_Work, Any]]) -> None:
     """Before-save flows (in order, once each: no recursion), then required fields, then
-    every active validation rule, all failures reported together."""
-    obj = w.definition
+    every active validation rule, all failures reported together. Parent paths the formulas
+    read are loaded once per batch, again for validation if flows may have moved a lookup."""
     key = obj.api_name.lower()
+    flows = ctx.view.before_save_flows.get(key, ())
+    rules = ctx.view.validation_rules.get(key, ())
+    contexts = [(w, old, _formula_context(ctx, w, old)) for w, old in batch]
+    flow_formulas = [f.entry for f in flows if f.entry] + [u for f in flows for _, u in f.updates]
+    await _load_parents(ctx, obj, [c for _, _, c in contexts], flow_formulas)
+    for w, old, formula_ctx in contexts:
+        _run_flows(ctx, w, old, formula_ctx)
+    live = [(w, old, c) for w, old, c in contexts if not w.failed]
+    await _load_parents(ctx, obj, [c for _, _, c in live], [r.formula for r in rules])
+    for w, old, formula_ctx in live:
+        _check_required(w, old, formula_ctx)
+        for rule in rules:
+            if rule.formula.evaluate(formula_ctx):
+                fields = [rule.definition.error_field] if rule.definition.error_field else []
+                w.fail(_err(ErrorCategory.VALIDATION_RULE, rule.definition.error_message, *fields))
+
+
+def _formula_context(ctx: _Context, w: _Work, old: Any | None) -> Context:
+    obj = w.definition
     values: dict[str, Any] = {}
     prior: dict[str, Any] | None = None
     if old is not None:
@@ -319,8 +341,30 @@ def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
         }
         prior.update({path: old[column] for path, column in _SYSTEM_PATHS.items()})
         values.update(prior)
+    else:  # what the insert will set
+        values.update(
+            ownerid=ctx.caller.user_id,
+            createdbyid=ctx.caller.user_id,
+            lastmodifiedbyid=ctx.caller.user_id,
+            createddate=ctx.now,
+            lastmodifieddate=ctx.now,
+        )
     values.update(w.values)
-    formula_ctx = Context(values=values, prior=prior, is_new=old is None, now=ctx.now)
+    return Context(values=values, prior=prior, is_new=old is None, now=ctx.now)
+
+
+async def _load_parents(
+    ctx: _Context, obj: ObjectDef, contexts: list[Context], formulas: list[Formula]
+) -> None:
+    paths = {p for formula in formulas for p in formula.paths if "." in p}
+    if paths and contexts:
+        values = [c.values for c in contexts]
+        await load_parent_paths(ctx.session, ctx.view, obj, values, paths)
+
+
+def _run_flows(ctx: _Context, w: _Work, old: Any | None, formula_ctx: Context) -> None:
+    key = w.definition.api_name.lower()
+    values = formula_ctx.values
     event = "create" if old is None else "update"
     for flow in ctx.view.before_save_flows.get(key, ()):
         if flow.definition.trigger not in (event, "create_or_update"):
@@ -337,9 +381,12 @@ def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
                 continue
             w.values[column] = stored
             values[column] = stored
-    for definition in obj.all_fields():
+
+
+def _check_required(w: _Work, old: Any | None, formula_ctx: Context) -> None:
+    for definition in w.definition.all_fields():
         column = column_name(definition.api_name)
-        missing = values.get(column) is None and (old is None or column in w.values)
+        missing = formula_ctx.values.get(column) is None and (old is None or column in w.values)
         needed = definition.required or (
             definition.api_name == "Name" and definition.type == "text"
         )
@@ -351,10 +398,6 @@ def _apply_logic(ctx: _Context, w: _Work, old: Any | None) -> None:
                     definition.api_name,
                 )
             )
-    for rule in ctx.view.validation_rules.get(key, ()):
-        if rule.formula.evaluate(formula_ctx):
-            fields = [rule.definition.error_field] if rule.definition.error_field else []
-            w.fail(_err(ErrorCategory.VALIDATION_RULE, rule.definition.error_message, *fields))
 
 
 def _default(definition: FieldDef) -> Any:
@@ -442,8 +485,7 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             continue
         for w in members:
             _values(ctx, w, creating=True)
-            if not w.failed:
-                _apply_logic(ctx, w, None)
+        await _apply_logic(ctx, obj, [(w, None) for w in members if not w.failed])
         await _check_references(ctx, obj, [w for w in members if not w.failed])
         await _check_unique(ctx, obj, [w for w in members if not w.failed])
         valid = [w for w in members if not w.failed]
@@ -519,12 +561,14 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
     for obj, members in _by_object(work).values():
         rows = await _load_for_change(ctx, obj, members, "edit")
         may_edit = ctx.access.object(ctx.view, obj).edit
+        gated = []
         for w in members:
             row = rows.get(w.record_id or "")
             if _gate(ctx, obj, w, row, allowed=may_edit, deleted_ok=False):
                 _values(ctx, w, creating=False)
                 if not w.failed:
-                    _apply_logic(ctx, w, row)
+                    gated.append((w, row))
+        await _apply_logic(ctx, obj, gated)
         live = [w for w in members if not w.failed]
         await _check_references(ctx, obj, live)
         await _check_unique(ctx, obj, live)

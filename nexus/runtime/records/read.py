@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -18,7 +17,8 @@ from nexus.runtime.access import CallerAccess
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import ObjectDef
 from nexus.runtime.metadata.view import MetadataView
-from nexus.runtime.records.coercion import to_wire, wire_datetime
+from nexus.runtime.query.engine import load_parent_paths
+from nexus.runtime.records.coercion import formula_wire, to_wire, wire_datetime
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
 
@@ -39,9 +39,16 @@ class RecordNotFound(NotFound):
 
 
 def project(
-    view: MetadataView, access: CallerAccess, obj: ObjectDef, row: Any, fields: list[str] | None
+    view: MetadataView,
+    access: CallerAccess,
+    obj: ObjectDef,
+    row: Any,
+    fields: list[str] | None,
+    *,
+    formula_values: dict[str, Any] | None = None,
 ) -> RecordData:
-    """A stored row as the caller may see it: unreadable fields are absent, never empty."""
+    """A stored row as the caller may see it: unreadable fields are absent, never empty.
+    `formula_values` is what formula fields read (see `formula_values`)."""
     readable = {f.api_name.lower(): f for f in access.readable_fields(view, obj)}
     chosen = (
         [readable[n.lower()] for n in fields if n.lower() in readable]
@@ -62,7 +69,7 @@ def project(
     for definition in chosen:
         if definition.type == "formula":
             if context is None:
-                context = _formula_context(obj, row)
+                context = Context(values=formula_values or own_formula_values(obj, row))
             out[definition.api_name] = formula_wire(formulas[definition.api_name].evaluate(context))
             continue
         out[definition.api_name] = to_wire(definition, row[column_name(definition.api_name)])
@@ -71,7 +78,19 @@ def project(
     )
 
 
-def _formula_context(obj: ObjectDef, row: Any) -> Context:
+async def formula_values(
+    session: AsyncSession, view: MetadataView, obj: ObjectDef, row: Any
+) -> dict[str, Any]:
+    """What the formula fields of `obj` read for one stored row, parent paths included."""
+    values = own_formula_values(obj, row)
+    formulas = view.formula_fields.get(obj.api_name.lower(), {}).values()
+    paths = {p for formula in formulas for p in formula.paths if "." in p}
+    if paths:
+        await load_parent_paths(session, view, obj, [values], paths)
+    return values
+
+
+def own_formula_values(obj: ObjectDef, row: Any) -> dict[str, Any]:
     values = {
         f.api_name.lower(): row[column_name(f.api_name)]
         for f in obj.all_fields()
@@ -82,22 +101,12 @@ def _formula_context(obj: ObjectDef, row: Any) -> Context:
             "id": row["id"],
             "ownerid": row["owner_id"],
             "createdbyid": row["created_by_id"],
+            "lastmodifiedbyid": row["last_modified_by_id"],
             "createddate": row["created_date"],
             "lastmodifieddate": row["last_modified_date"],
         }
     )
-    return Context(values=values)
-
-
-def formula_wire(value: Any) -> Any:
-    """A computed formula value in the wire form of its return type."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, datetime):
-        return wire_datetime(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
+    return values
 
 
 def resolve_object(
@@ -147,7 +156,8 @@ async def read_selected(
     if row is None:
         log.info("records.not_visible_or_absent", object=obj.api_name, record_id=record_id)
         raise RecordNotFound("no such record")
-    return project(view, access, obj, row, fields)
+    values = await formula_values(session, view, obj, row)
+    return project(view, access, obj, row, fields, formula_values=values)
 
 
 async def record_access(

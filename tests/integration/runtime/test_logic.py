@@ -225,6 +225,13 @@ async def test_formula_fields_are_computed_on_read(logic: World) -> None:
             "return_type": "number",
             "formula": "Revenue__c / 1000",
         },
+        {
+            "api_name": "Initials__c",
+            "label": "Initials",
+            "type": "formula",
+            "return_type": "text",
+            "formula": "LEFT(Name, 2)",
+        },
     ]
     await apply_metadata(
         logic.engine,
@@ -246,8 +253,31 @@ async def test_formula_fields_are_computed_on_read(logic: World) -> None:
         view = await logic.metadata.view(session, logic.org_id)
         access = await logic.access.for_caller(session, caller)
         fields = {f.name: f for f in describe_object(view, access, "Account").fields}
-        with pytest.raises(SoqlError, match="computed on read"):
-            await run_query(session, view=view, access=access, soql="SELECT Band__c FROM Account")
+        soql = (
+            "SELECT Name, Band__c, Revenue_K__c, Initials__c FROM Account "
+            f"WHERE Band__c = 'small' AND Revenue_K__c < 0.02 AND Id = '{created.id}'"
+        )
+        selected = await run_query(session, view=view, access=access, soql=soql)
+        assert [(r["Band__c"], r["Revenue_K__c"], r["Initials__c"]) for r in selected.records] == [
+            ("small", 0.01, "f-")
+        ]
+        ordered = await run_query(
+            session,
+            view=view,
+            access=access,
+            soql="SELECT Revenue__c FROM Account WHERE Revenue_K__c != null "
+            "ORDER BY Revenue_K__c DESC, Name",
+        )
+        revenues = [r["Revenue__c"] for r in ordered.records]
+        assert revenues == sorted(revenues, reverse=True)
+        assert 10 in revenues
+        with pytest.raises(SoqlError, match=r"cannot be filtered or sorted on.*LEFT\(\)"):
+            await run_query(
+                session,
+                view=view,
+                access=access,
+                soql="SELECT Id FROM Account WHERE Initials__c = 'f-'",
+            )
     assert fields["Band__c"].calculated is True
     assert fields["Band__c"].calculated_formula == "IF(Revenue__c > 1000, 'big', 'small')"
     assert fields["Band__c"].createable is False
@@ -268,3 +298,107 @@ async def test_formula_fields_are_computed_on_read(logic: World) -> None:
             },
         )
     assert any("formula" in p.path and "text is needed" in p.message for p in caught.value.problems)
+
+
+async def test_formulas_read_parent_paths(logic: World) -> None:
+    """Formula fields, validation rules and before-save flows read `Account__r.Owner.Name`
+    style paths; SOQL computes and filters on such a formula field."""
+    from nexus.platform.db import session_factory, unit_of_work  # noqa: PLC0415
+    from nexus.runtime.query.engine import run_query  # noqa: PLC0415
+    from tests.integration.runtime.test_records import METADATA  # noqa: PLC0415
+
+    note = next(o for o in METADATA["objects"] if o["api_name"] == "Note__c")
+    label = {
+        "api_name": "Account_Label__c",
+        "label": "Account label",
+        "type": "formula",
+        "return_type": "text",
+        "formula": "Account__r.Name & ' / ' & Account__r.Owner.Name",
+    }
+    await apply_metadata(
+        logic.engine,
+        org_id=logic.org_id,
+        raw={
+            "objects": [{**note, "fields": [*note["fields"], label]}],
+            "validation_rules": [
+                {
+                    "api_name": "No_Notes_On_Big_Accounts",
+                    "object": "Note__c",
+                    "formula": "Account__r.Revenue__c > 5000",
+                    "error_message": "big accounts take no notes",
+                }
+            ],
+            "flows": [
+                {
+                    "api_name": "Prefix_Account",
+                    "object": "Note__c",
+                    "trigger": "create",
+                    "updates": [{"field": "Name", "formula": "Account__r.Name & ': ' & Name"}],
+                }
+            ],
+        },
+    )
+    small, big = (
+        await logic.mutate(
+            "rep1",
+            create("Account", Name="Parent", Revenue__c=100),
+            create("Account", Name="Huge", Revenue__c=9000, Industry="Tech", Ext_Key__c="k9"),
+        )
+    ).results
+    parent_name = (await logic.read("rep1", small.id or "")).fields["Name"]
+    made = await logic.mutate(
+        "rep1",
+        create("Note__c", Name="hello", Account__c=small.id),
+        create("Note__c", Name="nope", Account__c=big.id),
+    )
+    assert made.results[0].success, made.results[0].errors
+    assert [e.message for e in made.results[1].errors] == ["big accounts take no notes"]
+    caller = await logic.caller("rep1")
+    async with unit_of_work(session_factory(logic.engine), readonly=True) as session:
+        view = await logic.metadata.view(session, logic.org_id)
+        access = await logic.access.for_caller(session, caller)
+        owner = await run_query(
+            session,
+            view=view,
+            access=access,
+            soql=f"SELECT Owner.Name FROM Account WHERE Id = '{small.id}'",
+        )
+        owner_name = owner.records[0]["Owner"]["Name"]
+        queried = await run_query(
+            session,
+            view=view,
+            access=access,
+            soql="SELECT Name, Account_Label__c FROM Note__c "
+            f"WHERE Account_Label__c LIKE '{parent_name} / %'",
+        )
+    expected = f"{parent_name} / {owner_name}"
+    record = await logic.read("rep1", made.results[0].id or "")
+    assert record.fields["Name"] == f"{parent_name}: hello"
+    assert record.fields["Account_Label__c"] == expected
+    assert [(r["Name"], r["Account_Label__c"]) for r in queried.records] == [
+        (f"{parent_name}: hello", expected)
+    ]
+    with pytest.raises(InvalidMetadata) as caught:
+        await apply_metadata(
+            logic.engine,
+            org_id=logic.org_id,
+            raw={
+                "validation_rules": [
+                    {
+                        "api_name": "Bad_Path",
+                        "object": "Note__c",
+                        "formula": "Account__r.Nope__c > 1",
+                        "error_message": "x",
+                    },
+                    {
+                        "api_name": "Bad_Prior",
+                        "object": "Note__c",
+                        "formula": "ISCHANGED(Account__r.Name)",
+                        "error_message": "x",
+                    },
+                ]
+            },
+        )
+    messages = [p.message for p in caught.value.problems]
+    assert any("unknown field Account__r.Nope__c" in m for m in messages), messages
+    assert any("not a parent path" in m for m in messages), messages
