@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -38,7 +38,7 @@ from nexus.runtime.metadata.definitions import (
 )
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
-from nexus.runtime.records.coercion import formula_wire, to_wire, wire_datetime
+from nexus.runtime.records.coercion import WIRE_AS_STORED, formula_wire, to_wire, wire_datetime
 from nexus.runtime.schema.spec import column_name
 
 DEFAULT_PAGE = 2000
@@ -109,6 +109,7 @@ class _Plan:
     aliases: dict[tuple[Any, ...], tuple[Any, ObjectDef | None, str]] = field(default_factory=dict)
     columns: list[_Column] = field(default_factory=list)
     hidden: list[_Column] = field(default_factory=list)  # formula inputs, after the columns
+    pages: dict[tuple[int, int], Any] = field(default_factory=dict)  # (offset, limit) -> stmt
 
 
 class _Compiler:
@@ -260,28 +261,33 @@ class _Compiler:
         return user
 
     # ---------------------------------------------------------------- conditions
-    def condition(self, plan: _Plan, cond: Condition) -> ColumnElement[bool]:
+    def condition(self, plan: _Plan, cond: Condition, negated: bool = False) -> ColumnElement[bool]:
+        """SOQL comparisons are two-valued (a null field never matches `= x`, and `NOT`
+        of that keeps it): under a NOT the SQL spells the null cases out; elsewhere SQL's
+        unknown already excludes the row, so the plainer (index-friendly) form is used."""
         if cond.op in ("and", "or"):
-            parts = [self.condition(plan, c) for c in cond.children]
+            parts = [self.condition(plan, c, negated) for c in cond.children]
             return parts[0] if len(parts) == 1 else (and_ if cond.op == "and" else or_)(*parts)
         if cond.op == "not":
-            return not_(self.condition(plan, cond.children[0]))
+            return not_(self.condition(plan, cond.children[0], not negated))
         if cond.path is None:  # pragma: no cover - the parser gives every comparison a path
             raise SoqlError("malformed condition")
         column = self.resolve(plan, cond.path)
         expr = self.text_expr(plan, column)
         values = [self.literal(column, v) for v in cond.values]
+        negative = negated != (cond.op == "not_in")  # NOT IN is a negation too
+        guard = expr.isnot(None) if negative else true()
         if cond.op == "compare":
-            return _compare(expr, cond.operator, values[0], column, cond.values[0])
+            return _compare(expr, cond.operator, values[0], column, guard)
         if cond.op == "like":
             if not isinstance(values[0], str):
                 raise SoqlError(
                     f"LIKE needs a string (line {cond.path.line})", code="MALFORMED_QUERY"
                 )
-            return and_(expr.isnot(None), expr.like(values[0], escape="\\"))
+            return and_(guard, expr.like(values[0], escape="\\"))
         if cond.op in ("in", "not_in"):
             present = [v for v in values if v is not None]
-            inside = and_(expr.isnot(None), expr.in_(present)) if present else false_clause()
+            inside = and_(guard, expr.in_(present)) if present else false_clause()
             if any(v is None for v in values):
                 inside = or_(inside, expr.is_(None))
             return inside if cond.op == "in" else not_(inside)
@@ -379,9 +385,7 @@ def _has_value(expr: Any, value: str) -> ColumnElement[bool]:
     )
 
 
-def _compare(
-    expr: Any, op: str, value: Any, column: _Column, literal: Literal
-) -> ColumnElement[bool]:
+def _compare(expr: Any, op: str, value: Any, column: _Column, present: Any) -> ColumnElement[bool]:
     if isinstance(value, tuple):  # a date literal: a [start, end) range
         start, end = value
         ranges = {
@@ -400,7 +404,6 @@ def _compare(
         if op in ("!=", "<>"):
             return expr.isnot(None)  # type: ignore[no-any-return]
         raise SoqlError(f"null can only be compared with = or != ({column.path.text})")
-    present = expr.isnot(None)  # comparisons are two-valued, so NOT(...) keeps nulls
     operators = {
         "=": and_(present, expr == value),
         "!=": or_(expr != value, expr.is_(None)),
@@ -573,51 +576,86 @@ async def load_parent_paths(
 _PLANS: dict[tuple[Any, ...], tuple[CallerAccess, _Compiler, _Plan, SqlSelect[Any]]] = {}
 
 
-def _shape(plan: _Plan) -> list[tuple[tuple[str, ...], list[int]]]:
-    """Each parent path prefix with the result columns below it (deepest first)."""
-    prefixes: dict[tuple[str, ...], list[int]] = {}
+_Projector = Callable[[Any], dict[str, Any]]
+
+
+def _converter(column: _Column) -> Callable[[Any], Any] | None:
+    """How a non-null stored value of this column becomes its wire value (None: as is)."""
+    if column.definition is not None:
+        definition = column.definition
+        if definition.type in WIRE_AS_STORED:
+            return None
+        return lambda value: to_wire(definition, value)
+    if column.kind == "datetime":
+        return wire_datetime
+    if column.kind == "boolean":
+        return bool
+    return None
+
+
+@dataclass
+class _Shape:
+    """One level of a result record: its fields, its formulas and its parent records."""
+
+    type: str
+    fields: list[tuple[int, str, Callable[[Any], Any] | None]] = field(default_factory=list)
+    formulas: list[tuple[str, Formula, list[tuple[str, int]]]] = field(default_factory=list)
+    parents: dict[str, _Shape] = field(default_factory=dict)
+    root: bool = False  # the queried record itself: never null
+
+    def build(self, row: Any) -> dict[str, Any] | None:
+        """This level's record; None for a parent whose every value is null (absent, or
+        invisible to the caller)."""
+        record: dict[str, Any] = {"attributes": {"type": self.type}}
+        present = False
+        for i, name, convert in self.fields:
+            value = row[i]
+            if value is not None:
+                present = True
+                if convert is not None:
+                    value = convert(value)
+            record[name] = value
+        for name, formula, inputs in self.formulas:
+            context = Context(values={path: row[index] for path, index in inputs})
+            value = record[name] = formula_wire(formula.evaluate(context))
+            present = present or value is not None
+        for name, parent in self.parents.items():
+            value = record[name] = parent.build(row)
+            present = present or value is not None
+        return record if present or self.root else None
+
+
+def _projector(plan: _Plan) -> _Projector:
+    """The row -> record function for one plan, every per-column decision made once."""
+    types = {
+        tuple(key[1:]): (obj.api_name if obj is not None else "User")
+        for key, (_, obj, _) in plan.aliases.items()
+        if key[0] is False
+    }
+    root = _Shape(plan.obj.api_name, root=True)
     for i, column in enumerate(plan.columns):
         parts = column.path.parts
-        for depth in range(1, len(parts)):
-            prefixes.setdefault(parts[:depth], []).append(i)
-    return sorted(prefixes.items(), key=lambda item: -len(item[0]))
-
-
-def _record(
-    plan: _Plan, row: Any, shape: list[tuple[tuple[str, ...], list[int]]]
-) -> dict[str, Any]:
-    record: dict[str, Any] = {"attributes": {"type": plan.obj.api_name}}
-    values = []
-    for i, column in enumerate(plan.columns):
-        value = row[i]
+        level = root
+        for depth, part in enumerate(parts[:-1], start=1):
+            kind = types.get(tuple(p.lower() for p in parts[:depth]), part)
+            level = level.parents.setdefault(part, _Shape(kind))
         if column.formula is not None:
-            inputs = {path: row[index] for path, index in column.inputs}
-            value = formula_wire(column.formula.evaluate(Context(values=inputs)))
-        elif column.definition is not None:
-            value = to_wire(column.definition, value)
-        elif column.kind == "datetime":
-            value = wire_datetime(value)
-        elif column.kind == "boolean":
-            value = bool(value)
-        values.append(value)
-        parts = column.path.parts
-        target = record
-        for part in parts[:-1]:
-            nested = target.get(part)
-            if nested is None:
-                nested = target[part] = {"attributes": {"type": part}}
-            target = nested
-        target[parts[-1]] = value
-    for prefix, members in shape:  # an absent (or invisible) parent reads as null
-        if all(values[i] is None for i in members):
-            target = record
-            for part in prefix[:-1]:
-                target = target[part]
-                if target is None:
-                    break
-            else:
-                target[prefix[-1]] = None
-    return record
+            level.formulas.append((parts[-1], column.formula, column.inputs))
+        else:
+            level.fields.append((i, parts[-1], _converter(column)))
+    flat = root.fields if not root.formulas and not root.parents else None
+    name = root.type
+
+    def project(row: Any) -> dict[str, Any]:
+        if flat is None:
+            return root.build(row)  # type: ignore[return-value]  # the root is never None
+        record: dict[str, Any] = {"attributes": {"type": name}}
+        for i, key, convert in flat:
+            value = row[i]
+            record[key] = value if convert is None or value is None else convert(value)
+        return record
+
+    return project
 
 
 async def run_query(
@@ -652,7 +690,12 @@ async def run_query(
     offset = (query.offset or 0) + start
     remaining = None if query.limit is None else max(query.limit - start, 0)
     fetch = page_size + 1 if remaining is None else min(page_size + 1, remaining)
-    rows = list(await session.execute(stmt.offset(offset).limit(fetch))) if fetch else []
+    paged = plan.pages.get((offset, fetch))
+    if paged is None:  # built once per plan and page: building and cache-keying cost
+        paged = plan.pages[(offset, fetch)] = stmt.offset(offset).limit(fetch)
+        if len(plan.pages) > 64:
+            plan.pages.clear()
+    rows = list(await session.execute(paged)) if fetch else []
     more = len(rows) > page_size
     rows = rows[:page_size]
     if more:
@@ -668,8 +711,8 @@ async def run_query(
         )
     else:
         total = start + len(rows)
-    shape = _shape(plan)
-    records = [_record(plan, row, shape) for row in rows]
+    project = _projector(plan)
+    records = [project(row) for row in rows]
     observed = int(rows[0][-1]) if rows and rows[0][-1] is not None else None
     for child in query.children:
         await _attach_children(session, compiler, plan, child, records)
@@ -713,9 +756,9 @@ async def _attach_children(
     stmt = stmt.add_columns(fk_column.label("parent_fk"))
     stmt = stmt.where(fk_column.in_(ids)) if ids else stmt.where(false_clause())
     grouped: dict[str, list[dict[str, Any]]] = {}
-    shape = _shape(child_plan)
+    project = _projector(child_plan)
     for row in await session.execute(stmt):
-        grouped.setdefault(row[-1], []).append(_record(child_plan, row, shape))
+        grouped.setdefault(row[-1], []).append(project(row))
     limit = child.limit
     for record in records:
         items = grouped.get(record["Id"], [])

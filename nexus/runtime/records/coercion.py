@@ -164,6 +164,13 @@ _COERCERS: dict[str, Any] = {
 }
 
 
+#: field types whose stored value is already the wire value
+WIRE_AS_STORED = frozenset(
+    {"text", "textarea", "long_text", "email", "phone", "url", "picklist", "multi_picklist"}
+    | {"lookup", "master_detail", "auto_number", "id"}
+)
+
+
 def to_wire(field: FieldDef, value: Any) -> Any:
     """A stored value as the neutral wire form (numbers stay exact as strings are not used)."""
     if value is None:
