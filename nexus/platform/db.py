@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event, insert, text
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -153,3 +153,8 @@ async def ping(engine: AsyncEngine) -> None:
 def describe_backend(engine: AsyncEngine) -> str:
     """A log-safe name for the backend (never the URL: it may carry credentials)."""
     return f"{engine.dialect.name}+{engine.dialect.driver}"
+
+
+def insert_ignore(table: Any, dialect: str) -> Any:
+    """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
+    return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")

@@ -1,0 +1,701 @@
+"""Every statement of the work engine: enqueue, claim, renew, finish, reclaim, operate.
+
+Invariants (ENGINE.md) and where they are kept:
+- one live lease per item: every holder write carries `id IN (...) AND lease_token = :token
+  AND state = 'processing'`; rowcount short of the ids = some lease was lost, and only the
+  rows still carrying the token are written;
+- `attempt` only grows (claim adds one; reclaim, retry and replay keep it);
+- a source lane runs its head only: the lane row's `head_seq` must equal the item's
+  `lane_seq`, and only a finished head advances it (a retrying head blocks its lane, a dead
+  one halts it unless the queue's policy skips);
+- a target lane has one holder: a lane lease row taken by CAS in the claim transaction and
+  released with the item (it expires with the item's lease when the holder dies);
+- the family's ownership epoch is checked by claim, renewal and completion;
+- every time is the database's (`db_now_ms()` inside the statement).
+
+`pending` is the one claimable state (`attempt > 0` means it is a retry), so the claim scan is
+one ordered range of the covering index. Terminal rows keep their last lease token, which is
+how a batch completion learns exactly which of its rows it finished.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.workqueue.tables import WorkTables
+
+PENDING = "pending"
+PROCESSING = "processing"
+SUCCEEDED = "succeeded"
+DEAD = "dead"
+OUTCOME_UNKNOWN = "outcome_unknown"
+CANCELLED = "cancelled"
+FINAL = frozenset({SUCCEEDED, DEAD, CANCELLED})
+PARKED = frozenset({DEAD, OUTCOME_UNKNOWN})  # waiting for an operator
+
+RETRYABLE = "retryable"
+TERMINAL = "terminal"
+UNKNOWN = "outcome_unknown"
+LEASE_EXPIRED = "lease_expired"
+
+
+def new_work_id() -> str:
+    """Time-ordered (creation millisecond first) and unique: FIFO within a queue."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(10)}"
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True)
+class NewItem:
+    family: str
+    queue_class: str
+    payload: str
+    id: str | None = None
+    lane_key: str | None = None  # source lane: FIFO, head only
+    target_key: str | None = None  # target lane: one in flight
+    delay_ms: int = 0
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    max_attempts: int = 8
+    weight: int = 1
+    lane_policy: str = "halt"  # what a dead lane head does to its lane: "halt" or "skip"
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: str
+    family: str
+    queue_class: str
+    token: str
+    epoch: int
+    attempt: int
+    max_attempts: int
+    payload: str
+    lane_key: str | None
+    lane_seq: int | None
+    target_key: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an execution ended: `state` is succeeded, pending (retry), dead or
+    outcome_unknown; `error` is a sanitized summary (class and short message, never data)."""
+
+    state: str
+    failure_class: str | None = None
+    error: str | None = None
+    delay_ms: int = 0
+
+
+SUCCESS = Outcome(SUCCEEDED)
+
+
+class WorkStore:
+    def __init__(self, tables: WorkTables, *, owner: str, lease_ms: int = 30_000) -> None:
+        self.t = tables
+        self.owner = owner
+        self.lease_ms = lease_ms
+
+    # ------------------------------------------------------------------ enqueue
+    async def ensure_queue(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        queue_class: str,
+        *,
+        owner: str | None = None,
+        policy: QueuePolicy | None = None,
+    ) -> None:
+        """Create the family (owned by `owner`, epoch 1) and the queue if they are new."""
+        policy = policy or QueuePolicy()
+        now = db_now_ms()
+        dialect = conn.dialect.name
+        await conn.execute(
+            insert_ignore(self.t.families, dialect).values(
+                family=family,
+                owner=owner or self.owner,
+                ownership_epoch=1,
+                admitting=True,
+                updated_at=now,
+            )
+        )
+        await conn.execute(
+            insert_ignore(self.t.queues, dialect).values(
+                family=family,
+                queue_class=queue_class,
+                weight=policy.weight,
+                max_attempts=policy.max_attempts,
+                lane_policy=policy.lane_policy,
+                last_enqueued_at=now,
+            )
+        )
+
+    async def enqueue(self, conn: AsyncConnection, items: Sequence[NewItem]) -> list[str]:
+        """Insert items in the caller's transaction (so they commit with the business write
+        that caused them); source-lane sequences are allocated here, in arrival order."""
+        if not items:
+            return []
+        dialect = conn.dialect.name
+        queues = {(i.family, i.queue_class) for i in items}
+        policies: dict[tuple[str, str], int] = {}
+        for family, queue_class in sorted(queues):
+            row = (
+                await conn.execute(
+                    select(self.t.queues.c.max_attempts).where(
+                        self.t.queues.c.family == family,
+                        self.t.queues.c.queue_class == queue_class,
+                    )
+                )
+            ).first()
+            if row is None:
+                await self.ensure_queue(conn, family, queue_class)
+                policies[(family, queue_class)] = QueuePolicy().max_attempts
+            else:
+                policies[(family, queue_class)] = int(row[0])
+        sequences = await self._allocate_lane_seqs(conn, items)
+        targets = sorted({(i.family, i.target_key) for i in items if i.target_key})
+        if targets:
+            await conn.execute(
+                insert_ignore(self.t.target_lanes, dialect),
+                [{"family": f, "target_key": k} for f, k in targets],
+            )
+        now = int((await conn.execute(db_now_ms().select())).scalar_one())
+        rows: list[dict[str, Any]] = []
+        for index, item in enumerate(items):
+            rows.append(
+                {
+                    "id": item.id or new_work_id(),
+                    "family": item.family,
+                    "queue_class": item.queue_class,
+                    "state": PENDING,
+                    "run_after": now + item.delay_ms,
+                    "lane_key": item.lane_key,
+                    "lane_seq": sequences.get(index),
+                    "target_key": item.target_key,
+                    "attempt": 0,
+                    "max_attempts": policies[(item.family, item.queue_class)],
+                    "reclaims": 0,
+                    "payload": item.payload,
+                    "created_at": now,
+                }
+            )
+        await conn.execute(insert(self.t.items), rows)
+        await conn.execute(
+            update(self.t.queues)
+            .where(
+                self.t.queues.c.family == bindparam("f"),
+                self.t.queues.c.queue_class == bindparam("q"),
+            )
+            .values(last_enqueued_at=now),
+            [{"f": f, "q": q} for f, q in sorted(queues)],
+        )
+        return [r["id"] for r in rows]
+
+    async def _allocate_lane_seqs(
+        self, conn: AsyncConnection, items: Sequence[NewItem]
+    ) -> dict[int, int]:
+        lanes = self.t.source_lanes
+        wanted: dict[tuple[str, str], list[int]] = {}
+        for index, item in enumerate(items):
+            if item.lane_key:
+                wanted.setdefault((item.family, item.lane_key), []).append(index)
+        if not wanted:
+            return {}
+        await conn.execute(
+            insert_ignore(lanes, conn.dialect.name),
+            [{"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1} for f, k in sorted(wanted)],
+        )
+        sequences: dict[int, int] = {}
+        for (family, lane_key), indexes in sorted(wanted.items()):
+            key = and_(lanes.c.family == family, lanes.c.lane_key == lane_key)
+            while True:  # CAS on next_seq: concurrent enqueuers on one lane never collide
+                first = int((await conn.execute(select(lanes.c.next_seq).where(key))).scalar_one())
+                bumped = await conn.execute(
+                    update(lanes)
+                    .where(key, lanes.c.next_seq == first)
+                    .values(next_seq=first + len(indexes))
+                )
+                if bumped.rowcount == 1:
+                    break
+            for offset, index in enumerate(indexes):
+                sequences[index] = first + offset
+        return sequences
+
+    # ------------------------------------------------------------------ claim
+    async def admitted_families(self, conn: AsyncConnection) -> dict[str, int]:
+        """The families this owner may claim now, with their current epochs."""
+        f = self.t.families
+        rows = await conn.execute(
+            select(f.c.family, f.c.ownership_epoch).where(
+                f.c.owner == self.owner, f.c.admitting.is_(True)
+            )
+        )
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def active_queues(self, conn: AsyncConnection) -> list[tuple[str, str, int]]:
+        q, f = self.t.queues, self.t.families
+        rows = await conn.execute(
+            select(q.c.family, q.c.queue_class, q.c.weight)
+            .join(f, f.c.family == q.c.family)
+            .where(f.c.owner == self.owner, f.c.admitting.is_(True))
+            .order_by(q.c.family, q.c.queue_class)
+        )
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def _epoch_holds(self, family: str, epoch: int) -> Any:
+        f = self.t.families
+        current = (
+            select(f.c.ownership_epoch)
+            .where(f.c.family == family, f.c.owner == self.owner, f.c.admitting.is_(True))
+            .scalar_subquery()
+        )
+        return current == epoch
+
+    async def claim(
+        self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
+    ) -> list[Claimed]:
+        """Claim up to `limit` claimable items in one transaction: candidates through the
+        covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
+        fresh token; the winners are the rows carrying it."""
+        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        now = db_now_ms()
+        candidates = list(
+            await conn.execute(
+                select(items.c.id, items.c.target_key)
+                .select_from(
+                    items.outerjoin(
+                        lanes,
+                        and_(
+                            lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key
+                        ),
+                    )
+                )
+                .where(
+                    items.c.family == family,
+                    items.c.queue_class == queue_class,
+                    items.c.state == PENDING,
+                    items.c.run_after <= now,
+                    or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+                )
+                .order_by(items.c.run_after, items.c.id)
+                .limit(limit)
+            )
+        )
+        if not candidates:
+            return []
+        token = new_token()
+        ids: list[str] = []
+        held: list[str] = []
+        taken: set[str] = set()
+        for item_id, target_key in candidates:
+            if target_key is None:
+                ids.append(item_id)
+                continue
+            if target_key in taken:
+                continue
+            taken.add(target_key)
+            acquired = await conn.execute(
+                update(targets)
+                .where(
+                    targets.c.family == family,
+                    targets.c.target_key == target_key,
+                    or_(targets.c.holder_id.is_(None), targets.c.lease_until < now),
+                )
+                .values(holder_id=item_id, holder_token=token, lease_until=now + self.lease_ms)
+            )
+            if acquired.rowcount == 1:
+                ids.append(item_id)
+                held.append(item_id)
+        if not ids:
+            return []
+        await conn.execute(
+            update(items)
+            .where(
+                items.c.id.in_(ids),
+                items.c.state == PENDING,
+                items.c.run_after <= now,
+                self._epoch_holds(family, epoch),
+            )
+            .values(
+                state=PROCESSING,
+                lease_token=token,
+                lease_owner=self.owner,
+                lease_until=now + self.lease_ms,
+                attempt=items.c.attempt + 1,
+                claim_epoch=epoch,
+            )
+        )
+        won = list(
+            await conn.execute(
+                select(
+                    items.c.id,
+                    items.c.queue_class,
+                    items.c.attempt,
+                    items.c.max_attempts,
+                    items.c.payload,
+                    items.c.lane_key,
+                    items.c.lane_seq,
+                    items.c.target_key,
+                ).where(
+                    items.c.id.in_(ids),
+                    items.c.lease_token == token,
+                    items.c.state == PROCESSING,
+                )
+            )
+        )
+        winners = {r[0] for r in won}
+        lost_targets = [i for i in held if i not in winners]
+        if lost_targets:
+            await conn.execute(
+                update(targets)
+                .where(
+                    targets.c.family == family,
+                    targets.c.holder_token == token,
+                    targets.c.holder_id.in_(lost_targets),
+                )
+                .values(holder_id=None, holder_token=None, lease_until=None)
+            )
+        order = {item_id: i for i, item_id in enumerate(ids)}
+        claimed = [
+            Claimed(
+                id=r[0],
+                family=family,
+                queue_class=r[1],
+                token=token,
+                epoch=epoch,
+                attempt=int(r[2]),
+                max_attempts=int(r[3]),
+                payload=r[4],
+                lane_key=r[5],
+                lane_seq=None if r[6] is None else int(r[6]),
+                target_key=r[7],
+            )
+            for r in won
+        ]
+        return sorted(claimed, key=lambda c: order[c.id])
+
+    # ------------------------------------------------------------------ holder writes
+    def _held(self, ids: Iterable[str], token: str) -> Any:
+        items = self.t.items
+        return and_(
+            items.c.id.in_(list(ids)), items.c.lease_token == token, items.c.state == PROCESSING
+        )
+
+    async def renew(
+        self, conn: AsyncConnection, family: str, epoch: int, token: str, ids: Sequence[str]
+    ) -> set[str]:
+        """Extend the leases of `ids` (and their target lanes); returns the ids whose lease was
+        lost (reclaimed, finished by someone else, or the family moved to a new epoch)."""
+        items, targets = self.t.items, self.t.target_lanes
+        now = db_now_ms()
+        renewed = await conn.execute(
+            update(items)
+            .where(self._held(ids, token), self._epoch_holds(family, epoch))
+            .values(lease_until=now + self.lease_ms)
+        )
+        await conn.execute(
+            update(targets)
+            .where(targets.c.family == family, targets.c.holder_token == token)
+            .values(lease_until=now + self.lease_ms)
+        )
+        if renewed.rowcount == len(ids):
+            return set()
+        still = await conn.execute(
+            select(items.c.id).where(self._held(ids, token), self._epoch_holds(family, epoch))
+        )
+        return set(ids) - {r[0] for r in still}
+
+    async def finish(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        epoch: int,
+        token: str,
+        results: Sequence[tuple[Claimed, Outcome]],
+    ) -> set[str]:
+        """Record outcomes for items held under one token; returns the ids that were not
+        written because their lease was lost (nothing is recorded for those)."""
+        items = self.t.items
+        now = db_now_ms()
+        fenced = self._epoch_holds(family, epoch)
+        by_state: dict[str, list[tuple[Claimed, Outcome]]] = {}
+        for claimed, outcome in results:
+            state = outcome.state
+            if state == PENDING and claimed.attempt >= claimed.max_attempts:
+                state = DEAD
+            by_state.setdefault(state, []).append((claimed, outcome))
+        written: set[str] = set()
+        for state, group in by_state.items():
+            ids = [c.id for c, _ in group]
+            if state == SUCCEEDED:
+                done = await conn.execute(
+                    update(items)
+                    .where(self._held(ids, token), fenced)
+                    .values(state=SUCCEEDED, finished_at=now, lease_until=None)
+                )
+                if done.rowcount == len(ids):
+                    written.update(ids)
+                else:
+                    written.update(await self._written(conn, ids, token, SUCCEEDED))
+                continue
+            params = [
+                {
+                    "b_id": c.id,
+                    "b_delay": o.delay_ms,
+                    "b_class": o.failure_class,
+                    "b_error": (o.error or "")[:300] or None,
+                }
+                for c, o in group
+            ]
+            values: dict[str, Any] = {
+                "state": state,
+                "failure_class": bindparam("b_class"),
+                "last_error": bindparam("b_error"),
+                "lease_until": None,
+            }
+            if state == PENDING:
+                values["run_after"] = now + bindparam("b_delay")
+                values["lease_owner"] = None
+            else:
+                values["finished_at"] = now
+            await conn.execute(
+                update(items)
+                .where(
+                    items.c.id == bindparam("b_id"),
+                    items.c.lease_token == token,
+                    items.c.state == PROCESSING,
+                    fenced,
+                )
+                .values(**values),
+                params,
+            )
+            written.update(await self._written(conn, ids, token, state))
+        finished = [(c, o) for c, o in results if c.id in written]
+        await self._after_finish(conn, family, token, finished)
+        return {c.id for c, _ in results} - written
+
+    async def _written(
+        self, conn: AsyncConnection, ids: list[str], token: str, state: str
+    ) -> set[str]:
+        items = self.t.items
+        rows = await conn.execute(
+            select(items.c.id).where(
+                items.c.id.in_(ids), items.c.lease_token == token, items.c.state == state
+            )
+        )
+        return {r[0] for r in rows}
+
+    async def _after_finish(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        token: str,
+        finished: Sequence[tuple[Claimed, Outcome]],
+    ) -> None:
+        """Release target lanes; advance source lanes past finished heads (a retry keeps the
+        lane blocked, a dead or unknown head halts it unless the queue skips)."""
+        if not finished:
+            return
+        lanes, targets = self.t.source_lanes, self.t.target_lanes
+        released = [c.id for c, _ in finished if c.target_key]
+        if released:
+            await conn.execute(
+                update(targets)
+                .where(
+                    targets.c.family == family,
+                    targets.c.holder_token == token,
+                    targets.c.holder_id.in_(released),
+                )
+                .values(holder_id=None, holder_token=None, lease_until=None)
+            )
+        laned = [(c, o) for c, o in finished if c.lane_key and o.state != PENDING]
+        if not laned:
+            return
+        skipping = await self._lane_policies(conn, family, {c.queue_class for c, _ in laned})
+        advance, halt = [], []
+        for claimed, outcome in laned:
+            parked = outcome.state in PARKED or (
+                outcome.state == PENDING  # a retry that ran out of attempts is dead
+            )
+            if parked and not skipping.get(claimed.queue_class, False):
+                halt.append({"b_key": claimed.lane_key, "b_id": claimed.id})
+            else:
+                advance.append({"b_key": claimed.lane_key, "b_seq": claimed.lane_seq})
+        if advance:
+            await conn.execute(
+                update(lanes)
+                .where(
+                    lanes.c.family == family,
+                    lanes.c.lane_key == bindparam("b_key"),
+                    lanes.c.head_seq == bindparam("b_seq"),
+                )
+                .values(head_seq=bindparam("b_seq") + 1, halted_by=None),
+                advance,
+            )
+        if halt:
+            await conn.execute(
+                update(lanes)
+                .where(lanes.c.family == family, lanes.c.lane_key == bindparam("b_key"))
+                .values(halted_by=bindparam("b_id")),
+                halt,
+            )
+
+    async def _lane_policies(
+        self, conn: AsyncConnection, family: str, classes: set[str]
+    ) -> dict[str, bool]:
+        q = self.t.queues
+        rows = await conn.execute(
+            select(q.c.queue_class, q.c.lane_policy).where(
+                q.c.family == family, q.c.queue_class.in_(sorted(classes))
+            )
+        )
+        return {str(r[0]): r[1] == "skip" for r in rows}
+
+    # ------------------------------------------------------------------ reclaim
+    async def reclaim_expired(self, conn: AsyncConnection, family: str, limit: int = 500) -> int:
+        """Expired `processing` rows go back to `pending` (CAS on their old token, so a
+        concurrent sweep or a late renewal cannot double it); an item whose lease expired on
+        its last attempt is dead. Their target lanes are freed. Returns the number reclaimed."""
+        items, targets = self.t.items, self.t.target_lanes
+        now = db_now_ms()
+        expired = list(
+            await conn.execute(
+                select(
+                    items.c.id,
+                    items.c.lease_token,
+                    items.c.attempt,
+                    items.c.max_attempts,
+                    items.c.lane_key,
+                    items.c.lane_seq,
+                    items.c.queue_class,
+                    items.c.target_key,
+                )
+                .where(
+                    items.c.family == family,
+                    items.c.state == PROCESSING,
+                    items.c.lease_until < now,
+                )
+                .limit(limit)
+            )
+        )
+        if not expired:
+            return 0
+        count = 0
+        for row in expired:
+            exhausted = int(row[2]) >= int(row[3])
+            values: dict[str, Any] = (
+                {
+                    "state": DEAD,
+                    "failure_class": LEASE_EXPIRED,
+                    "last_error": "the lease expired on the last attempt",
+                    "finished_at": now,
+                    "lease_until": None,
+                }
+                if exhausted
+                else {
+                    "state": PENDING,
+                    "run_after": now,
+                    "lease_owner": None,
+                    "lease_until": None,
+                    "reclaims": items.c.reclaims + 1,
+                }
+            )
+            moved = await conn.execute(
+                update(items)
+                .where(
+                    items.c.id == row[0],
+                    items.c.lease_token == row[1],
+                    items.c.state == PROCESSING,
+                    items.c.lease_until < now,
+                )
+                .values(**values)
+            )
+            if moved.rowcount != 1:
+                continue
+            count += 1
+            if row[7]:
+                await conn.execute(
+                    update(targets)
+                    .where(
+                        targets.c.family == family,
+                        targets.c.holder_id == row[0],
+                        targets.c.holder_token == row[1],
+                    )
+                    .values(holder_id=None, holder_token=None, lease_until=None)
+                )
+            if exhausted and row[4]:
+                claimed = Claimed(
+                    id=row[0],
+                    family=family,
+                    queue_class=row[6],
+                    token=row[1],
+                    epoch=0,
+                    attempt=int(row[2]),
+                    max_attempts=int(row[3]),
+                    payload="",
+                    lane_key=row[4],
+                    lane_seq=int(row[5]),
+                    target_key=row[7],
+                )
+                await self._after_finish(conn, family, row[1], [(claimed, Outcome(DEAD))])
+        return count
+
+    async def release(
+        self, conn: AsyncConnection, family: str, token: str, ids: Sequence[str]
+    ) -> None:
+        """Give unfinished items back (graceful drain): pending now, attempt kept."""
+        items, targets = self.t.items, self.t.target_lanes
+        if not ids:
+            return
+        await conn.execute(
+            update(items)
+            .where(self._held(ids, token))
+            .values(state=PENDING, run_after=db_now_ms(), lease_owner=None, lease_until=None)
+        )
+        await conn.execute(
+            update(targets)
+            .where(
+                targets.c.family == family,
+                targets.c.holder_token == token,
+                targets.c.holder_id.in_(list(ids)),
+            )
+            .values(holder_id=None, holder_token=None, lease_until=None)
+        )
+
+    # ------------------------------------------------------------------ statistics
+    async def counts(self, conn: AsyncConnection) -> list[dict[str, Any]]:
+        """Per (family, queue class, state): items and the oldest run_after (the index
+        prefix answers it)."""
+        items = self.t.items
+        rows = await conn.execute(
+            select(
+                items.c.family,
+                items.c.queue_class,
+                items.c.state,
+                func.count(),
+                func.min(items.c.run_after),
+            ).group_by(items.c.family, items.c.queue_class, items.c.state)
+        )
+        return [
+            {
+                "family": r[0],
+                "queue_class": r[1],
+                "state": r[2],
+                "count": int(r[3]),
+                "oldest_run_after": None if r[4] is None else int(r[4]),
+            }
+            for r in rows
+        ]

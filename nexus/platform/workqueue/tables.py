@@ -1,0 +1,112 @@
+"""The tables one work queue needs; each user (Integration, Runtime) creates its own set under
+its own prefix, in its own database.
+
+    items          one row per WorkItem (the lease, the attempt, the schedule, the payload)
+    source lanes   per (family, lane key): the sequence of the lane head and the next one
+    target lanes   per (family, target key): who holds the one in-flight slot, until when
+    families       per family: owner, ownership epoch and whether claims are admitted
+    queues         per (family, queue class): the active queues the poller visits
+
+Times are integer epoch milliseconds from the database clock (`db_now_ms`). The claim scan
+reads the covering index `(family, queue_class, state, run_after, id)`; expired leases are
+found through `(family, state, lease_until)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+ID = 36  # uuid4 hex with dashes, or any shorter stable id
+
+
+@dataclass(frozen=True)
+class WorkTables:
+    items: Table
+    source_lanes: Table
+    target_lanes: Table
+    families: Table
+    queues: Table
+
+    @property
+    def all(self) -> tuple[Table, ...]:
+        return (self.items, self.source_lanes, self.target_lanes, self.families, self.queues)
+
+
+def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
+    items = Table(
+        f"{prefix}_item",
+        metadata,
+        Column("id", String(ID), primary_key=True),
+        Column("family", String(64), nullable=False),
+        Column("queue_class", String(32), nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("run_after", BigInteger, nullable=False),
+        Column("lane_key", String(191)),
+        Column("lane_seq", BigInteger),
+        Column("target_key", String(191)),
+        Column("attempt", Integer, nullable=False, default=0),
+        Column("max_attempts", Integer, nullable=False),
+        Column("lease_token", String(32)),
+        Column("lease_owner", String(64)),
+        Column("lease_until", BigInteger),
+        Column("claim_epoch", Integer),
+        Column("reclaims", Integer, nullable=False, default=0),
+        Column("payload", Text, nullable=False),
+        Column("failure_class", String(16)),
+        Column("last_error", String(300)),
+        Column("created_at", BigInteger, nullable=False),
+        Column("finished_at", BigInteger),
+        Index(f"ix_{prefix}_claim", "family", "queue_class", "state", "run_after", "id"),
+        Index(f"ix_{prefix}_lease", "family", "state", "lease_until"),
+        Index(f"ix_{prefix}_finished", "state", "finished_at"),
+    )
+    source_lanes = Table(
+        f"{prefix}_source_lane",
+        metadata,
+        Column("family", String(64), primary_key=True),
+        Column("lane_key", String(191), primary_key=True),
+        Column("head_seq", BigInteger, nullable=False),
+        Column("next_seq", BigInteger, nullable=False),
+        Column("halted_by", String(ID)),  # the dead head holding the lane, for the console
+    )
+    target_lanes = Table(
+        f"{prefix}_target_lane",
+        metadata,
+        Column("family", String(64), primary_key=True),
+        Column("target_key", String(191), primary_key=True),
+        Column("holder_id", String(ID)),
+        Column("holder_token", String(32)),
+        Column("lease_until", BigInteger),
+    )
+    families = Table(
+        f"{prefix}_family",
+        metadata,
+        Column("family", String(64), primary_key=True),
+        Column("owner", String(64), nullable=False),
+        Column("ownership_epoch", Integer, nullable=False),
+        Column("admitting", Boolean, nullable=False),
+        Column("updated_at", BigInteger, nullable=False),
+    )
+    queues = Table(
+        f"{prefix}_queue",
+        metadata,
+        Column("family", String(64), primary_key=True),
+        Column("queue_class", String(32), primary_key=True),
+        Column("weight", Integer, nullable=False, default=1),
+        Column("max_attempts", Integer, nullable=False),
+        Column("lane_policy", String(16), nullable=False, default="halt"),  # or "skip"
+        Column("last_enqueued_at", BigInteger, nullable=False),
+    )
+    return WorkTables(items, source_lanes, target_lanes, families, queues)
