@@ -94,10 +94,10 @@ def _parse(text: str, start: str, code: str, what: str) -> Any:
     except UnexpectedEOF:
         raise SoqlError(f"unexpected end of {what}", code=code) from None
     except (UnexpectedToken, UnexpectedCharacters) as exc:
+        if getattr(getattr(exc, "token", None), "type", None) == "$END":
+            raise SoqlError(f"unexpected end of {what}", code=code) from None
         position = getattr(exc, "pos_in_stream", None) or 0
         token = getattr(exc, "token", None) or text[position : position + 10]
-        if getattr(token, "type", None) == "$END":
-            raise SoqlError(f"unexpected end of {what}", code=code) from None
         raise SoqlError(
             f"unexpected token {str(token)!r} at line {exc.line}, column {exc.column}", code=code
         ) from None

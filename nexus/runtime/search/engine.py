@@ -54,6 +54,7 @@ MIN_TOKEN = 3
 MAX_TOKENS = 10
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 2000
+MAX_MATCHES = 10_000  # field matches per object considered before access filtering
 NAME_WEIGHT = 2.0
 #: InnoDB's default full-text stopwords: a required stopword would match nothing.
 INNODB_STOPWORDS = frozenset(
@@ -207,7 +208,9 @@ async def run_search(
     present = set(
         (
             await session.execute(
-                sql_select(distinct(idx.c.object_name)).where(
+                sql_select(idx.c.object_name)
+                .distinct()
+                .where(
                     idx.c.org_id == access.org_id,
                     idx.c.object_name.in_(sorted(objects)),
                     idx.c.field_name.in_(sorted(candidates)),
@@ -221,15 +224,23 @@ async def run_search(
         if not fields or obj.api_name not in present:
             continue
         weight = case((idx.c.field_name == "Name", NAME_WEIGHT), else_=literal(1.0))
-        matches = (
-            sql_select(idx.c.record_id, func.sum(score * weight).label("rank"))
+        # the best MAX_MATCHES field matches, then summed per record (two levels: FTS5's
+        # bm25 cannot be evaluated inside an aggregate, and the LIMIT keeps it a subquery)
+        scored = (
+            sql_select(idx.c.record_id, (score * weight).label("score"))
             .where(
                 idx.c.org_id == access.org_id,
                 idx.c.object_name == obj.api_name,
                 idx.c.field_name.in_(fields),
                 matched,
             )
-            .group_by(idx.c.record_id)
+            .order_by(score.desc())
+            .limit(MAX_MATCHES)
+            .subquery("search_scored")
+        )
+        matches = (
+            sql_select(scored.c.record_id, func.sum(scored.c.score).label("rank"))
+            .group_by(scored.c.record_id)
             .subquery("search_hits")
         )
         plan, stmt = _statement(compiler, spec)
