@@ -33,7 +33,6 @@ from sqlalchemy import (
     and_,
     case,
     cast,
-    distinct,
     func,
     literal,
     literal_column,

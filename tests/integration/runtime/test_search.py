@@ -159,7 +159,7 @@ async def test_short_terms_use_substring_matching(world: World) -> None:
 
 
 async def test_fts_operator_characters_are_plain_text(world: World) -> None:
-    await account(world, Name="Vortex (North) - O'Brien \"Group\"")
+    await account(world, Name='Vortex (North) - O\'Brien "Group"')
     for term in (
         '"vortex',
         "vortex*",
@@ -172,11 +172,11 @@ async def test_fts_operator_characters_are_plain_text(world: World) -> None:
         "+vortex ~north",
     ):
         assert names(await find(world, "rep1", term=term)) == [
-            "Vortex (North) - O'Brien \"Group\""
+            'Vortex (North) - O\'Brien "Group"'
         ], term
     for term in ("NEAR(vortex north)", "vortex AND", "vortex NOT north", "*", '"-()', "{}"):
         assert await find(world, "rep1", term=term) == [], term  # every word must occur
-    braced = await find(world, "rep1", sosl="FIND {vortex \\} \"group\"} RETURNING Account")
+    braced = await find(world, "rep1", sosl='FIND {vortex \\} "group"} RETURNING Account')
     assert len(braced) == 1
 
 
