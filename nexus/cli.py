@@ -576,6 +576,39 @@ def cmd_metadata_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metadata_reindex(args: argparse.Namespace) -> int:
+    """Rebuild the search index from the record tables, one object per transaction."""
+    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.runtime.metadata.view import MetadataCache
+    from nexus.runtime.search.index import rebuild_index
+
+    settings = load_settings()
+
+    async def run() -> dict[str, int]:
+        async with _runtime_engine(settings) as engine:
+            org_id = args.org_id or await _first_org_id(engine)
+            sessions = session_factory(engine)
+            cache = MetadataCache()
+            async with unit_of_work(sessions, readonly=True) as session:
+                view = await cache.view(session, org_id)
+            names = args.object or sorted(o.api_name for o in view.objects.values())
+            unknown = [n for n in names if view.object(n) is None]
+            if unknown:
+                raise CliError(f"no such object: {', '.join(unknown)}", EXIT_FAILURE)
+            counts: dict[str, int] = {}
+            for name in names:
+                async with unit_of_work(sessions) as session:
+                    view = await cache.view(session, org_id)
+                    counts |= await rebuild_index(session, view=view, objects=[name])
+            return counts
+
+    counts = asyncio.run(run())
+    for name, count in counts.items():
+        print(f"{name}: {count} record(s) indexed")
+    print(f"search index rebuilt for {len(counts)} object(s)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -613,6 +646,10 @@ def make_parser() -> argparse.ArgumentParser:
     apply.set_defaults(handler=cmd_metadata_apply)
     resume = meta_sub.add_parser("resume", help="complete applies interrupted by a crash")
     resume.set_defaults(handler=cmd_metadata_resume)
+    reindex = meta_sub.add_parser("reindex", help="rebuild the global search index")
+    reindex.add_argument("--object", action="append", help="only this object (repeatable)")
+    reindex.add_argument("--org-id", help="default: the deployment's org")
+    reindex.set_defaults(handler=cmd_metadata_reindex)
     return parser
 
 

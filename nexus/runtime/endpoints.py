@@ -35,6 +35,7 @@ from nexus.runtime.query.list_views import run_list_view, to_soql
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_selected, record_access
+from nexus.runtime.search.engine import search_current
 
 router = APIRouter(prefix="/internal/v1/runtime")
 
@@ -313,6 +314,43 @@ def _page_response(
     return QueryResponse(
         total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
     )
+
+
+class SearchRequest(BaseModel):
+    """SOSL text (`search`), or the UI's plain `term` over readable objects (Id and Name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    search: str | None = Field(default=None, max_length=100_000)
+    term: str | None = Field(default=None, max_length=1000)
+    objects: list[str] | None = Field(default=None, max_length=100)
+    limit: int = Field(default=20, ge=1, le=200)
+
+
+class SearchResponse(BaseModel):
+    searchRecords: list[dict[str, Any]]  # the Salesforce wire name
+
+
+@router.post("/search", response_model=SearchResponse)
+async def search_endpoint(
+    request: Request, body: SearchRequest, caller: RecordsCaller
+) -> SearchResponse:
+    """Global search: ranked across objects, with object, field and row access enforced."""
+    if (body.search is None) == (body.term is None):
+        raise BadRequest("give exactly one of search or term", code="MALFORMED_SEARCH")
+    service, runtime = _runtime(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        access = await runtime.access.for_caller(session, caller)
+        records = await search_current(
+            session,
+            cache=runtime.metadata,
+            access=access,
+            sosl=body.search,
+            term=body.term,
+            objects=body.objects,
+            limit=body.limit,
+        )
+    return SearchResponse(searchRecords=records)
 
 
 class ListViewRequest(BaseModel):

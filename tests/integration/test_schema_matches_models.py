@@ -17,16 +17,20 @@ from tests.conftest import Backend
 pytestmark = pytest.mark.asyncio
 
 
-def _runtime_models() -> MetaData:
+def _runtime_models(backend: str) -> MetaData:
+    """The runtime tables; on SQLite without the FTS5 virtual tables (`virtual_on_sqlite`),
+    which reflection cannot describe: their columns are checked by the search tests."""
     combined = MetaData()
     for source in (identity_metadata, runtime_metadata):
         for table in source.tables.values():
+            if backend == "sqlite" and table.info.get("virtual_on_sqlite"):
+                continue
             table.to_metadata(combined)
     return combined
 
 
 async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
-    models = _runtime_models()
+    models = _runtime_models(backend.name)
     engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
     try:
         await upgrade_to_head(engine, LogicalService.RUNTIME)

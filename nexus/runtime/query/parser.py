@@ -1,7 +1,8 @@
-"""SOQL text -> a small, typed syntax tree (positions kept for error messages)."""
+"""SOQL and SOSL text -> a small, typed syntax tree (positions kept for error messages)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
@@ -68,29 +69,57 @@ class Select:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
+@dataclass(frozen=True)
+class Search:
+    """`FIND {term} [IN scope FIELDS] RETURNING Obj(fields [WHERE] [ORDER BY] [LIMIT]), ...
+    [LIMIT n]`: each RETURNING item is a `Select` without children or COUNT()."""
+
+    term: str
+    scope: str  # ALL, NAME, EMAIL, PHONE
+    returning: tuple[Select, ...]
+    limit: int | None = None
+
+
 @cache
 def _parser() -> Lark:
     grammar = resources.files("nexus.runtime.query").joinpath("soql.lark").read_text()
-    return Lark(grammar, parser="lalr", propagate_positions=True)
+    return Lark(grammar, parser="lalr", propagate_positions=True, start=["start", "search"])
+
+
+def _parse(text: str, start: str, code: str, what: str) -> Any:
+    if len(text) > MAX_SOQL:
+        raise SoqlError(f"a {what} has at most {MAX_SOQL} characters", code=code)
+    try:
+        tree = _parser().parse(text, start=start)
+    except UnexpectedEOF:
+        raise SoqlError(f"unexpected end of {what}", code=code) from None
+    except (UnexpectedToken, UnexpectedCharacters) as exc:
+        if getattr(getattr(exc, "token", None), "type", None) == "$END":
+            raise SoqlError(f"unexpected end of {what}", code=code) from None
+        position = getattr(exc, "pos_in_stream", None) or 0
+        token = getattr(exc, "token", None) or text[position : position + 10]
+        raise SoqlError(
+            f"unexpected token {str(token)!r} at line {exc.line}, column {exc.column}", code=code
+        ) from None
+    except UnexpectedInput as exc:
+        raise SoqlError(
+            f"malformed {what} at line {exc.line}, column {exc.column}", code=code
+        ) from None
+    return _Build().transform(tree)
 
 
 @lru_cache(maxsize=512)
 def parse_soql(text: str) -> Select:
-    if len(text) > MAX_SOQL:
-        raise SoqlError(f"a query has at most {MAX_SOQL} characters")
-    try:
-        tree = _parser().parse(text)
-    except UnexpectedEOF:
-        raise SoqlError("unexpected end of query") from None
-    except (UnexpectedToken, UnexpectedCharacters) as exc:
-        position = getattr(exc, "pos_in_stream", None) or 0
-        token = getattr(exc, "token", None) or text[position : position + 10]
-        raise SoqlError(
-            f"unexpected token {str(token)!r} at line {exc.line}, column {exc.column}"
-        ) from None
-    except UnexpectedInput as exc:
-        raise SoqlError(f"malformed query at line {exc.line}, column {exc.column}") from None
-    return _Build().transform(tree)  # type: ignore[no-any-return]
+    return _parse(text, "start", "MALFORMED_QUERY", "query")  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=512)
+def parse_sosl(text: str) -> Search:
+    """SOSL text -> `Search`; malformed text raises `SoqlError` code MALFORMED_SEARCH."""
+    search: Search = _parse(text, "search", "MALFORMED_SEARCH", "search")
+    if not search.term.strip():
+        raise SoqlError("the search term is empty (line 1)", code="MALFORMED_SEARCH")
+    return search
 
 
 def _unquote(raw: str) -> str:
@@ -141,6 +170,40 @@ class _Build(Transformer[Token, Any]):
 
     query = _select
     subquery = _select
+
+    def search(self, meta: Any, children: list[Any]) -> Search:
+        term, rest = children[0], children[1:]
+        scope = next((c for c in rest if isinstance(c, _Scope)), _Scope("ALL"))
+        limit = next((c for c in rest if isinstance(c, _Limit)), None)
+        return Search(
+            term=term,
+            scope=scope.value,
+            returning=tuple(c for c in rest if isinstance(c, Select)),
+            limit=None if limit is None else limit.value,
+        )
+
+    def braced(self, meta: Any, children: list[Token]) -> str:
+        body = str(children[0])[1:-1]
+        return re.sub(r"\\(.)", r"\1", body)
+
+    def quoted(self, meta: Any, children: list[Token]) -> str:
+        return _unquote(str(children[0]))
+
+    def search_scope(self, meta: Any, children: list[Token]) -> _Scope:
+        return _Scope(str(children[0]).upper())
+
+    def returning(self, meta: Any, children: list[Any]) -> Select:
+        name, rest = children[0], children[1:]
+        return Select(
+            fields=tuple(c for c in rest if isinstance(c, Path)),
+            children=(),
+            count=False,
+            object=str(name),
+            object_position=(name.line, name.column),
+            where=next((c.condition for c in rest if isinstance(c, _Where)), None),
+            order=next((c.items for c in rest if isinstance(c, _Order)), ()),
+            limit=next((c.value for c in rest if isinstance(c, _Limit)), None),
+        )
 
     def select_list(self, meta: Any, children: list[Any]) -> list[Any]:
         return children
@@ -251,6 +314,11 @@ class _Order:
 @dataclass(frozen=True)
 class _Limit:
     value: int
+
+
+@dataclass(frozen=True)
+class _Scope:
+    value: str
 
 
 @dataclass(frozen=True)

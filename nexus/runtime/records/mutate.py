@@ -44,6 +44,7 @@ from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import InvalidValue, coerce
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
+from nexus.runtime.search.index import index_changes
 
 log = get_logger(__name__)
 
@@ -513,6 +514,12 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             )
             w.values["__row_version"] = 1
         await ctx.store.insert(ctx.view.table(obj), rows)
+        await index_changes(
+            ctx.session,
+            org_id=ctx.caller.org_id,
+            obj=obj,
+            changes=[(r["id"], None, r) for r in rows],
+        )
 
 
 async def _load_for_change(
@@ -596,6 +603,14 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
                     w.values["__row_version"] = int(rows[w.record_id or ""]["row_version"]) + 1
                     history += _history(ctx, obj, w, rows[w.record_id or ""])
         await ctx.store.record_history(history)
+        await index_changes(
+            ctx.session,
+            org_id=ctx.caller.org_id,
+            obj=obj,
+            changes=[
+                (w.record_id or "", rows[w.record_id or ""], w.values) for w in live if not w.failed
+            ],
+        )
 
 
 async def _mark_conflicts(

@@ -69,8 +69,14 @@ class RecordStore:
         return {row[0]: str(row[1]) for row in await self.session.execute(stmt)}
 
     async def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """executemany INSERT; every row gets every column any row sets (None where unset):
+        an executemany takes its column list from the first row and would silently drop
+        values of later rows that set more fields."""
         if rows:
-            await self.session.execute(insert(table), rows)
+            columns = {c for row in rows for c in row}
+            await self.session.execute(
+                insert(table), [{c: row.get(c) for c in columns} for row in rows]
+            )
 
     async def update_rows(
         self, table: Table, rows: list[dict[str, Any]], columns: Sequence[str]

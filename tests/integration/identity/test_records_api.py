@@ -185,3 +185,48 @@ async def test_query_pages_with_locators_bound_to_the_user(identity: Identity) -
         bad = await client.post(f"{API}/query", headers=admin, json={"soql": "SELECT FROM"})
         assert bad.status_code == 400
         assert bad.json()["code"] == "MALFORMED_QUERY"
+
+
+async def test_search_over_http(identity: Identity) -> None:
+    admin = await delegated_headers(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        created = await client.post(
+            f"{API}/records/mutate",
+            headers=admin,
+            json={
+                "items": [
+                    {"op": "create", "object": "Lead__c", "fields": {"Name": "Saffronvale"}},
+                    {
+                        "op": "create",
+                        "object": "Lead__c",
+                        "fields": {"Name": "Other", "Email__c": "saffronvale@example.com"},
+                    },
+                ]
+            },
+        )
+        assert all(r["success"] for r in created.json()["results"]), created.text
+        simple = await client.post(f"{API}/search", headers=admin, json={"term": "saffronvale"})
+        assert simple.status_code == 200, simple.text
+        hits = simple.json()["searchRecords"]
+        assert [(h["attributes"]["type"], h["Name"]) for h in hits] == [
+            ("Lead__c", "Saffronvale"),  # the Name match ranks first
+            ("Lead__c", "Other"),
+        ]
+        sosl = await client.post(
+            f"{API}/search",
+            headers=admin,
+            json={"search": "FIND {saffronvale} IN EMAIL FIELDS RETURNING Lead__c(Name, Email__c)"},
+        )
+        assert sosl.json()["searchRecords"] == [
+            {
+                "attributes": {"type": "Lead__c"},
+                "Id": created.json()["results"][1]["id"],
+                "Name": "Other",
+                "Email__c": "saffronvale@example.com",
+            }
+        ]
+        malformed = await client.post(
+            f"{API}/search", headers=admin, json={"search": "FIND {x} RETURNING"}
+        )
+        assert malformed.status_code == 400
+        assert malformed.json()["code"] == "MALFORMED_SEARCH"

@@ -562,3 +562,14 @@ async def test_describe_shows_only_what_the_caller_may_see(world: World) -> None
     assert describe_global(view, outsider) == []
     with pytest.raises(NotFound):
         describe_object(view, outsider, "Account")
+
+
+async def test_a_batch_whose_items_set_different_fields_keeps_every_value(world: World) -> None:
+    result = await world.mutate(
+        "rep1",
+        create("Account", Name="Few", Revenue__c=1),
+        create("Account", Name="More", Revenue__c=2, Industry="Retail", Ext_Key__c="batch-more"),
+    )
+    assert all(r.success for r in result.results)
+    more = await world.read("rep1", result.results[1].id or "")
+    assert (more.fields["Industry"], more.fields["Ext_Key__c"]) == ("Retail", "batch-more")

@@ -1,0 +1,1 @@
+"""Global search: the search index kept in the mutation transaction, and SOSL over it."""
