@@ -44,7 +44,7 @@ from nexus.runtime.access import CallerAccess
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
-from nexus.runtime.query.engine import _Compiler, _record, _shape, _statement
+from nexus.runtime.query.engine import _Compiler, _projector, _statement
 from nexus.runtime.query.parser import Path, Search, Select, SoqlError, parse_sosl
 from nexus.runtime.search.index import searchable_fields
 
@@ -249,9 +249,9 @@ async def run_search(
         if not spec.order:
             stmt = stmt.order_by(None).order_by(matches.c.rank.desc(), plan.table.c.id)
         stmt = stmt.limit(min(spec.limit or limit, limit))
-        shape = _shape(plan)
+        project = _projector(plan)
         for position, row in enumerate(await session.execute(stmt)):
-            hits.append(_Hit(float(row[-1] or 0), number, position, _record(plan, row, shape)))
+            hits.append(_Hit(float(row[-1] or 0), number, position, project(row)))
     if any(spec.order for spec, _, _ in specs):
         hits.sort(key=lambda h: (h.spec, h.position))
     else:
