@@ -255,13 +255,14 @@ class WorkStore:
         )
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
-    def _epoch_holds(self, family: str, epoch: int) -> Any:
+    def _epoch_holds(self, family: str, epoch: int, *, claiming: bool = False) -> Any:
+        """The family is still at `epoch`; to claim, it must also admit this owner. (Holders
+        of a draining family renew and finish under their epoch; a transfer advances it.)"""
         f = self.t.families
-        current = (
-            select(f.c.ownership_epoch)
-            .where(f.c.family == family, f.c.owner == self.owner, f.c.admitting.is_(True))
-            .scalar_subquery()
-        )
+        conditions = [f.c.family == family]
+        if claiming:
+            conditions += [f.c.owner == self.owner, f.c.admitting.is_(True)]
+        current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
     async def claim(
@@ -327,7 +328,7 @@ class WorkStore:
                 items.c.id.in_(ids),
                 items.c.state == PENDING,
                 items.c.run_after <= now,
-                self._epoch_holds(family, epoch),
+                self._epoch_holds(family, epoch, claiming=True),
             )
             .values(
                 state=PROCESSING,

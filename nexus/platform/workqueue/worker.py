@@ -1,0 +1,388 @@
+"""The process-local scheduler: one poller, N executors, one completer, one heartbeat.
+
+    poller     visits the owner's active queues by deficit round-robin (a flood in one family
+               cannot starve another), claims a batch per visit with one CAS statement, hands
+               the items to executor tasks; sweeps expired leases every lease/2; halves its
+               batch when claim latency rises past the target and recovers additively
+    executors  run the handler (at most `concurrency` at once); the outcome goes to the
+               completer, never straight to the database
+    completer  writes outcomes in micro-batches (every few ms or N results), one statement
+               per (token, outcome state); a lost lease is dropped, never recorded
+    heartbeat  renews every live lease once per lease/3 (one statement per token); an item
+               whose lease was lost is cancelled locally and records nothing
+
+`stop()` drains: no new claims, running items get `drain_timeout` to finish, the rest are
+released (pending again, attempt kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.platform.observability import get_logger
+from nexus.platform.workqueue.store import (
+    DEAD,
+    OUTCOME_UNKNOWN,
+    PENDING,
+    RETRYABLE,
+    SUCCESS,
+    TERMINAL,
+    UNKNOWN,
+    Claimed,
+    Outcome,
+    WorkStore,
+)
+
+log = get_logger(__name__)
+
+Handler = Callable[[Claimed], Awaitable[None]]
+
+
+class WorkFailed(Exception):
+    """Raised by a handler: `message` is stored, so it must say what failed without data
+    (no payload, header, token or secret); it is cut to 200 characters."""
+
+    failure_class = RETRYABLE
+
+    def __init__(self, message: str, *, delay_ms: int | None = None) -> None:
+        super().__init__(message[:200])
+        self.delay_ms = delay_ms
+
+
+class Retryable(WorkFailed):
+    failure_class = RETRYABLE
+
+
+class Terminal(WorkFailed):
+    failure_class = TERMINAL
+
+
+class OutcomeUnknown(WorkFailed):
+    failure_class = UNKNOWN
+
+
+@dataclass
+class WorkerSettings:
+    concurrency: int = 64
+    batch: int = 128
+    idle_poll_ms: int = 100
+    flush_ms: float = 2.0
+    flush_max: int = 512
+    backoff_base_ms: int = 1_000
+    backoff_cap_ms: int = 300_000
+    claim_latency_target_ms: float = 250.0
+    queue_refresh_ms: int = 1_000
+    drain_timeout_s: float = 10.0
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    unknown: int = 0
+    lost: int = 0
+    reclaimed: int = 0
+    claims: int = 0
+    claim_latency_ms: float = 0.0  # EWMA
+    batch: int = 0
+
+
+@dataclass
+class _Live:
+    claimed: Claimed
+    task: asyncio.Task[None] | None = None
+    lost: bool = False
+
+
+@dataclass
+class _Queues:
+    keys: list[tuple[str, str, int]] = field(default_factory=list)
+    epochs: dict[str, int] = field(default_factory=dict)
+    read_at: float = 0.0
+
+
+def backoff_ms(attempt: int, base_ms: int, cap_ms: int) -> int:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2^(attempt-1)))."""
+    ceiling = min(cap_ms, base_ms * (2 ** max(attempt - 1, 0)))
+    return int(random.uniform(0, ceiling))  # noqa: S311 - jitter, not security
+
+
+class Worker:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        store: WorkStore,
+        handler: Handler,
+        settings: WorkerSettings | None = None,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.handler = handler
+        self.settings = settings or WorkerSettings()
+        self.stats = WorkerStats(batch=self.settings.batch)
+        self._live: dict[str, _Live] = {}
+        self._results: asyncio.Queue[tuple[Claimed, Outcome]] = asyncio.Queue()
+        self._stopping = asyncio.Event()
+        self._slots = asyncio.Event()
+        self._queues = _Queues()
+        self._deficit: dict[tuple[str, str], int] = {}
+        self._turn = 0
+        self._swept_at = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        self._stopping.set()
+        self._slots.set()
+
+    async def run(self) -> None:
+        completer = asyncio.create_task(self._complete_loop(), name="work-completer")
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="work-heartbeat")
+        try:
+            await self._poll_loop()
+            await self._drain()
+        finally:
+            heartbeat.cancel()
+            await self._results.join()
+            completer.cancel()
+            for task in (heartbeat, completer):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _drain(self) -> None:
+        running = [live.task for live in self._live.values() if live.task and not live.task.done()]
+        if running:
+            await asyncio.wait(running, timeout=self.settings.drain_timeout_s)
+        unfinished = [
+            live.claimed
+            for live in self._live.values()
+            if live.task is not None and not live.task.done()
+        ]
+        for claimed in unfinished:
+            task = self._live[claimed.id].task
+            self._live[claimed.id].lost = True
+            if task is not None:
+                task.cancel()
+        by_token: dict[tuple[str, str], list[str]] = {}
+        for claimed in unfinished:
+            by_token.setdefault((claimed.family, claimed.token), []).append(claimed.id)
+        if by_token:
+            async with self.engine.begin() as conn:
+                for (family, token), ids in by_token.items():
+                    await self.store.release(conn, family, token, ids)
+            for ids in by_token.values():
+                for item_id in ids:
+                    self._live.pop(item_id, None)
+            log.info("work.released", items=len(unfinished))
+
+    # ------------------------------------------------------------------ poller
+    async def _poll_loop(self) -> None:
+        settings = self.settings
+        while not self._stopping.is_set():
+            free = settings.concurrency - len(self._live)
+            if free <= 0:
+                self._slots.clear()
+                await self._slots.wait()
+                continue
+            try:
+                await self._refresh_queues()
+                await self._sweep()
+                claimed = await self._claim_round(free)
+            except Exception as exc:  # noqa: BLE001 - the database is down or busy: back off
+                log.warning("work.poll_failed", error=type(exc).__name__)
+                claimed = 0
+                await self._sleep(1.0)
+            if claimed == 0:
+                await self._sleep(settings.idle_poll_ms / 1000)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    async def _refresh_queues(self) -> None:
+        now = time.monotonic()
+        if now - self._queues.read_at < self.settings.queue_refresh_ms / 1000:
+            return
+        async with self.engine.connect() as conn:
+            keys = await self.store.active_queues(conn)
+            epochs = await self.store.admitted_families(conn)
+            await conn.rollback()
+        self._queues = _Queues(keys=keys, epochs=epochs, read_at=now)
+
+    async def _sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._swept_at < self.store.lease_ms / 2000:
+            return
+        self._swept_at = now
+        for family in sorted(self._queues.epochs):
+            async with self.engine.begin() as conn:
+                count = await self.store.reclaim_expired(conn, family)
+            if count:
+                self.stats.reclaimed += count
+                log.info("work.reclaimed", family=family, items=count)
+
+    async def _claim_round(self, free: int) -> int:
+        """One deficit round-robin round over the active queues."""
+        keys = [k for k in self._queues.keys if k[0] in self._queues.epochs]
+        if not keys:
+            return 0
+        self._turn = (self._turn + 1) % len(keys)
+        ordered = keys[self._turn :] + keys[: self._turn]
+        total = 0
+        for family, queue_class, weight in ordered:
+            if free <= 0 or self._stopping.is_set():
+                break
+            key = (family, queue_class)
+            deficit = self._deficit.get(key, 0) + self.stats.batch * max(weight, 1)
+            ask = min(deficit, free, self.stats.batch)
+            started = time.perf_counter()
+            async with self.engine.begin() as conn:
+                got = await self.store.claim(
+                    conn, family, queue_class, self._queues.epochs[family], ask
+                )
+            self._admit((time.perf_counter() - started) * 1000)
+            self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
+            for claimed in got:
+                live = self._live[claimed.id] = _Live(claimed)
+                live.task = asyncio.create_task(self._execute(claimed))
+            self.stats.claimed += len(got)
+            free -= len(got)
+            total += len(got)
+        return total
+
+    def _admit(self, latency_ms: float) -> None:
+        """Admission budget: halve the batch when claims get slow, recover additively."""
+        stats, settings = self.stats, self.settings
+        stats.claims += 1
+        stats.claim_latency_ms = (
+            latency_ms if stats.claims == 1 else 0.8 * stats.claim_latency_ms + 0.2 * latency_ms
+        )
+        if stats.claim_latency_ms > settings.claim_latency_target_ms:
+            stats.batch = max(1, stats.batch // 2)
+        elif stats.batch < settings.batch:
+            stats.batch = min(settings.batch, stats.batch + max(1, settings.batch // 16))
+
+    # ------------------------------------------------------------------ executors
+    async def _execute(self, claimed: Claimed) -> None:
+        try:
+            await self.handler(claimed)
+            outcome = SUCCESS
+        except asyncio.CancelledError:
+            return  # the lease was lost or the process is draining: record nothing
+        except WorkFailed as exc:
+            outcome = self._failure(claimed, exc.failure_class, str(exc), exc.delay_ms)
+        except Exception as exc:  # noqa: BLE001 - any handler error: its class only, never text
+            outcome = self._failure(claimed, RETRYABLE, f"unexpected {type(exc).__name__}", None)
+        if not self._live.get(claimed.id, _Live(claimed, lost=True)).lost:
+            self._results.put_nowait((claimed, outcome))
+
+    def _failure(
+        self, claimed: Claimed, failure_class: str, message: str, delay_ms: int | None
+    ) -> Outcome:
+        if failure_class == TERMINAL:
+            return Outcome(DEAD, TERMINAL, message)
+        if failure_class == UNKNOWN:
+            return Outcome(OUTCOME_UNKNOWN, UNKNOWN, message)
+        delay = (
+            delay_ms
+            if delay_ms is not None
+            else backoff_ms(
+                claimed.attempt, self.settings.backoff_base_ms, self.settings.backoff_cap_ms
+            )
+        )
+        return Outcome(PENDING, RETRYABLE, message, delay)
+
+    # ------------------------------------------------------------------ completer
+    async def _complete_loop(self) -> None:
+        settings = self.settings
+        while True:
+            batch = [await self._results.get()]
+            if self._results.qsize() < settings.flush_max:
+                await asyncio.sleep(settings.flush_ms / 1000)
+            while len(batch) < settings.flush_max and not self._results.empty():
+                batch.append(self._results.get_nowait())
+            try:
+                await self._flush(batch)
+            finally:
+                for _ in batch:
+                    self._results.task_done()
+
+    async def _flush(self, batch: list[tuple[Claimed, Outcome]]) -> None:
+        groups: dict[tuple[str, int, str], list[tuple[Claimed, Outcome]]] = {}
+        for claimed, outcome in batch:
+            groups.setdefault((claimed.family, claimed.epoch, claimed.token), []).append(
+                (claimed, outcome)
+            )
+        delay = 0.05
+        while True:
+            try:
+                lost: set[str] = set()
+                async with self.engine.begin() as conn:
+                    for (family, epoch, token), results in groups.items():
+                        lost |= await self.store.finish(conn, family, epoch, token, results)
+                break
+            except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are still renewed
+                log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        for claimed, outcome in batch:
+            self._live.pop(claimed.id, None)
+            if claimed.id in lost:
+                self.stats.lost += 1
+                continue
+            state = outcome.state
+            if state == PENDING and claimed.attempt >= claimed.max_attempts:
+                state = DEAD
+            if state == PENDING:
+                self.stats.retried += 1
+            elif state == DEAD:
+                self.stats.dead += 1
+            elif state == OUTCOME_UNKNOWN:
+                self.stats.unknown += 1
+            else:
+                self.stats.succeeded += 1
+        if lost:
+            log.warning("work.lease_lost_at_completion", items=len(lost))
+        self._slots.set()
+
+    # ------------------------------------------------------------------ heartbeat
+    async def _heartbeat_loop(self) -> None:
+        interval = self.store.lease_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._renew()
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                log.warning("work.heartbeat_failed", error=type(exc).__name__)
+
+    async def _renew(self) -> None:
+        groups: dict[tuple[str, int, str], list[str]] = {}
+        for live in list(self._live.values()):
+            if not live.lost:
+                c = live.claimed
+                groups.setdefault((c.family, c.epoch, c.token), []).append(c.id)
+        if not groups:
+            return
+        lost: set[str] = set()
+        async with self.engine.begin() as conn:
+            for (family, epoch, token), ids in groups.items():
+                lost |= await self.store.renew(conn, family, epoch, token, ids)
+        for item_id in lost:
+            if item_id not in self._live:
+                continue
+            gone = self._live.pop(item_id)
+            gone.lost = True
+            self.stats.lost += 1
+            if gone.task is not None and not gone.task.done():
+                gone.task.cancel()
+        if lost:
+            log.warning("work.lease_lost", items=len(lost))
+            self._slots.set()
