@@ -96,6 +96,7 @@ class WebhookRequest:
 # ---------------------------------------------------------------- helpers
 
 _DIGITS = re.compile(r"[0-9]{1,16}")
+_HEX = re.compile(r"[0-9A-Fa-f]+")
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 _WHSEC = "whsec_"
 # The percent-encodings HubSpot decodes in the request URI before signing (v3 docs).
@@ -115,11 +116,9 @@ def _seconds(text: str) -> int | None:
 
 
 def _from_hex(text: str, size: int) -> bytes | None:
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
+    if len(text) != 2 * size or not _HEX.fullmatch(text):  # fromhex alone allows spaces
         return None
-    return raw if len(raw) == size else None
+    return bytes.fromhex(text)
 
 
 def _from_b64(text: str, size: int) -> bytes | None:

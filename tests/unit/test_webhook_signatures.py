@@ -387,6 +387,7 @@ MALFORMED: list[tuple[str, dict[str, str], Reason]] = [
     ("github", {}, Reason.MISSING_SIGNATURE),
     ("github", {"X-Hub-Signature-256": "0" * 64}, Reason.MALFORMED_SIGNATURE),
     ("github", {"X-Hub-Signature-256": "sha1=" + "0" * 40}, Reason.MALFORMED_SIGNATURE),
+    ("github", {"X-Hub-Signature-256": "sha256=" + "00 " * 32}, Reason.MALFORMED_SIGNATURE),
     ("github", {"X-Hub-Signature-256": "sha256=g" + "0" * 63}, Reason.MALFORMED_SIGNATURE),
     ("hubspot_v3", {}, Reason.MISSING_SIGNATURE),
     ("hubspot_v3", {"X-HubSpot-Signature-v3": "x"}, Reason.MISSING_TIMESTAMP),
