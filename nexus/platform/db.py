@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import event, insert, text
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -158,3 +159,15 @@ def describe_backend(engine: AsyncEngine) -> str:
 def insert_ignore(table: Any, dialect: str) -> Any:
     """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
     return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
+
+
+@asynccontextmanager
+async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A read-only connection-level transaction (a plain `BEGIN` on SQLite, so it never
+    takes the write lock), rolled back at the end."""
+    async with engine.connect() as conn:
+        await conn.execution_options(**{_READONLY_OPTION: True})
+        try:
+            yield conn
+        finally:
+            await conn.rollback()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import (
     DEAD,
@@ -135,6 +136,7 @@ class Worker:
         self._slots = asyncio.Event()
         self._queues = _Queues()
         self._deficit: dict[tuple[str, str], int] = {}
+        self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
         self._turn = 0
         self._swept_at = 0.0
 
@@ -211,10 +213,9 @@ class Worker:
         now = time.monotonic()
         if now - self._queues.read_at < self.settings.queue_refresh_ms / 1000:
             return
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             keys = await self.store.active_queues(conn)
             epochs = await self.store.admitted_families(conn)
-            await conn.rollback()
         self._queues = _Queues(keys=keys, epochs=epochs, read_at=now)
 
     async def _sweep(self) -> None:
@@ -230,18 +231,27 @@ class Worker:
                 log.info("work.reclaimed", family=family, items=count)
 
     async def _claim_round(self, free: int) -> int:
-        """One deficit round-robin round over the active queues."""
-        keys = [k for k in self._queues.keys if k[0] in self._queues.epochs]
+        """One deficit round-robin round over the queues that had work lately: each gets a
+        quantum of its weight times a fair share of the free executors, claims at most its
+        deficit, and an empty queue rests (its deficit cleared) until the next idle poll."""
+        now = time.monotonic()
+        rest = self.settings.idle_poll_ms / 1000
+        keys = [
+            k
+            for k in self._queues.keys
+            if k[0] in self._queues.epochs and now - self._idle.get((k[0], k[1]), -rest) >= rest
+        ]
         if not keys:
             return 0
         self._turn = (self._turn + 1) % len(keys)
         ordered = keys[self._turn :] + keys[: self._turn]
+        share = max(1, free // len(keys))
         total = 0
         for family, queue_class, weight in ordered:
             if free <= 0 or self._stopping.is_set():
                 break
             key = (family, queue_class)
-            deficit = self._deficit.get(key, 0) + self.stats.batch * max(weight, 1)
+            deficit = self._deficit.get(key, 0) + share * max(weight, 1)
             ask = min(deficit, free, self.stats.batch)
             started = time.perf_counter()
             async with self.engine.begin() as conn:
@@ -249,6 +259,8 @@ class Worker:
                     conn, family, queue_class, self._queues.epochs[family], ask
                 )
             self._admit((time.perf_counter() - started) * 1000)
+            if not got:
+                self._idle[key] = time.monotonic()
             self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
             for claimed in got:
                 live = self._live[claimed.id] = _Live(claimed)

@@ -1,0 +1,338 @@
+"""The work engine on SQLite and MariaDB: fencing, retries, lanes, fairness, ownership, drain."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import MetaData, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.roles import LogicalService
+from nexus.platform.db import create_engine, reading
+from nexus.platform.workqueue.families import TransferBlocked, transfer
+from nexus.platform.workqueue.store import (
+    DEAD,
+    PENDING,
+    PROCESSING,
+    SUCCEEDED,
+    Claimed,
+    NewItem,
+    QueuePolicy,
+    WorkStore,
+)
+from nexus.platform.workqueue.tables import WorkTables, work_tables
+from nexus.platform.workqueue.worker import (
+    Retryable,
+    Terminal,
+    Worker,
+    WorkerSettings,
+)
+from tests.conftest import Backend
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@dataclass
+class Queue:
+    engine: AsyncEngine
+    tables: WorkTables
+    counter: int = 0
+
+    def family(self) -> str:
+        self.counter += 1
+        return f"fam{self.counter}"
+
+    def store(self, owner: str = "me", lease_ms: int = 30_000) -> WorkStore:
+        return WorkStore(self.tables, owner=owner, lease_ms=lease_ms)
+
+    async def enqueue(
+        self,
+        items: list[NewItem],
+        *,
+        policy: QueuePolicy | None = None,
+        owner: str = "me",
+    ) -> list[str]:
+        store = self.store(owner)
+        async with self.engine.begin() as conn:
+            for family, queue_class in sorted({(i.family, i.queue_class) for i in items}):
+                await store.ensure_queue(conn, family, queue_class, owner=owner, policy=policy)
+            return await store.enqueue(conn, items)
+
+    async def rows(self, family: str) -> dict[str, dict[str, object]]:
+        items = self.tables.items
+        async with reading(self.engine) as conn:
+            result = await conn.execute(select(items).where(items.c.family == family))
+            return {r["id"]: dict(r) for r in result.mappings()}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def queue(backend: Backend) -> AsyncIterator[Queue]:
+    engine = create_engine(backend.url(LogicalService.INTEGRATION), application_name="wq-test")
+    tables = work_tables(MetaData(), "t_work")
+    async with engine.begin() as conn:
+        for table in tables.all:
+            await conn.run_sync(table.create)
+    yield Queue(engine, tables)
+    await engine.dispose()
+
+
+async def run_until(
+    worker: Worker, done: Callable[[], Awaitable[bool]], timeout: float = 30.0
+) -> None:
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while not await done():
+                await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await task
+
+
+def fast(**overrides: object) -> WorkerSettings:
+    settings = WorkerSettings(idle_poll_ms=10, queue_refresh_ms=0, backoff_base_ms=1)
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return settings
+
+
+async def all_final(queue: Queue, family: str, count: int) -> bool:
+    rows = await queue.rows(family)
+    return len(rows) == count and all(
+        r["state"] not in (PENDING, PROCESSING) for r in rows.values()
+    )
+
+
+async def test_every_item_runs_once_and_succeeds(queue: Queue) -> None:
+    family = queue.family()
+    ids = await queue.enqueue([NewItem(family, "default", f'{{"n": {i}}}') for i in range(300)])
+    seen: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        seen.append(item.id)
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(batch=32))
+    await run_until(worker, lambda: all_final(queue, family, 300))
+    assert sorted(seen) == sorted(ids)
+    rows = await queue.rows(family)
+    assert {r["state"] for r in rows.values()} == {SUCCEEDED}
+    assert {r["attempt"] for r in rows.values()} == {1}
+    assert worker.stats.succeeded == 300
+
+
+async def test_a_lost_lease_cannot_renew_or_finish(queue: Queue) -> None:
+    family = queue.family()
+    (item_id,) = await queue.enqueue([NewItem(family, "default", "{}")])
+    store = queue.store()
+    async with queue.engine.begin() as conn:
+        epoch = (await store.admitted_families(conn))[family]
+        (first,) = await store.claim(conn, family, "default", epoch, 10)
+        # the holder pauses; its lease runs out (the database clock decides)
+        await conn.execute(
+            update(queue.tables.items)
+            .where(queue.tables.items.c.id == item_id)
+            .values(lease_until=0)
+        )
+    async with queue.engine.begin() as conn:
+        assert await store.reclaim_expired(conn, family) == 1
+        (second,) = await store.claim(conn, family, "default", epoch, 10)
+    assert second.token != first.token
+    assert second.attempt == 2  # attempts never go back
+    async with queue.engine.begin() as conn:
+        assert await store.renew(conn, family, epoch, first.token, [item_id]) == {item_id}
+        from nexus.platform.workqueue.store import SUCCESS  # noqa: PLC0415
+
+        assert await store.finish(conn, family, epoch, first.token, [(first, SUCCESS)]) == {item_id}
+        row = (await queue.rows(family))[item_id]
+        assert row["state"] == PROCESSING
+        assert row["lease_token"] == second.token
+        assert await store.finish(conn, family, epoch, second.token, [(second, SUCCESS)]) == set()
+    row = (await queue.rows(family))[item_id]
+    assert (row["state"], row["attempt"], row["reclaims"]) == (SUCCEEDED, 2, 1)
+
+
+async def test_retries_back_off_then_succeed_and_terminal_errors_are_dead_at_once(
+    queue: Queue,
+) -> None:
+    family = queue.family()
+    flaky, broken, secret = await queue.enqueue(
+        [NewItem(family, "default", p) for p in ("flaky", "broken", "secret")],
+        policy=QueuePolicy(max_attempts=3),
+    )
+
+    async def handler(item: Claimed) -> None:
+        if item.payload == "flaky" and item.attempt < 3:
+            raise Retryable("the target answered 503")
+        if item.payload == "broken":
+            raise Terminal("the target refused the record: INVALID_FIELD")
+        if item.payload == "secret":
+            raise ValueError("token=abc123 password=hunter2")
+
+    worker = Worker(queue.engine, queue.store(), handler, fast())
+    await run_until(worker, lambda: all_final(queue, family, 3))
+    rows = await queue.rows(family)
+    assert (rows[flaky]["state"], rows[flaky]["attempt"]) == (SUCCEEDED, 3)
+    assert (rows[broken]["state"], rows[broken]["attempt"]) == (DEAD, 1)
+    assert rows[broken]["failure_class"] == "terminal"
+    assert rows[broken]["last_error"] == "the target refused the record: INVALID_FIELD"
+    assert (rows[secret]["state"], rows[secret]["attempt"]) == (DEAD, 3)  # out of attempts
+    assert rows[secret]["last_error"] == "unexpected ValueError"  # never the message text
+
+
+async def test_a_source_lane_runs_in_order_and_a_dead_head_halts_it(queue: Queue) -> None:
+    family = queue.family()
+    ids = await queue.enqueue(
+        [NewItem(family, "default", str(i), lane_key="contact-1") for i in range(12)]
+        + [NewItem(family, "default", f"other{i}", lane_key="contact-2") for i in range(3)]
+    )
+    order: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        if item.payload == "3" and item.attempt == 1:
+            raise Retryable("try again")  # a retrying head blocks its lane
+        if item.payload == "8":
+            raise Terminal("poison")
+        await asyncio.sleep(0.001)
+        order.append(item.payload)
+
+    async def settled() -> bool:
+        rows = await queue.rows(family)
+        return rows[ids[8]]["state"] == DEAD and all(
+            rows[i]["state"] == SUCCEEDED for i in ids[12:]
+        )
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(concurrency=8))
+    await run_until(worker, settled)
+    assert [p for p in order if not p.startswith("other")] == [str(i) for i in range(8)]
+    rows = await queue.rows(family)
+    assert all(rows[i]["state"] == PENDING for i in ids[9:12])  # halted behind the dead head
+    lanes = queue.tables.source_lanes
+    async with reading(queue.engine) as conn:
+        halted_by = (
+            await conn.execute(
+                select(lanes.c.halted_by).where(
+                    lanes.c.family == family, lanes.c.lane_key == "contact-1"
+                )
+            )
+        ).scalar_one()
+    assert halted_by == ids[8]
+
+
+async def test_a_target_lane_never_has_two_items_in_flight(queue: Queue) -> None:
+    family = queue.family()
+    await queue.enqueue(
+        [NewItem(family, "default", str(i), target_key="crm-account-7") for i in range(40)]
+        + [NewItem(family, "default", f"free{i}") for i in range(40)]
+    )
+    in_flight = 0
+    peak = 0
+    free_peak = 0
+    free_now = 0
+
+    async def handler(item: Claimed) -> None:
+        nonlocal in_flight, peak, free_now, free_peak
+        if item.target_key:
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.002)
+            in_flight -= 1
+        else:
+            free_now += 1
+            free_peak = max(free_peak, free_now)
+            await asyncio.sleep(0.01)
+            free_now -= 1
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(concurrency=16))
+    await run_until(worker, lambda: all_final(queue, family, 80))
+    assert peak == 1
+    assert free_peak > 1  # the rest still ran in parallel
+
+
+async def test_a_flood_in_one_family_does_not_starve_another(queue: Queue) -> None:
+    flood, small = queue.family(), queue.family()
+    await queue.enqueue([NewItem(flood, "default", "f") for _ in range(1500)])
+    await queue.enqueue([NewItem(small, "default", "s") for _ in range(30)])
+    finished: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        finished.append(item.family)
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(batch=16, concurrency=16))
+    await run_until(worker, lambda: all_final(queue, small, 30))
+    last_small = max(i for i, f in enumerate(finished) if f == small)
+    assert last_small < 200, f"the small family finished only at position {last_small}"
+    worker = Worker(queue.engine, queue.store(), handler, fast(batch=128))
+    await run_until(worker, lambda: all_final(queue, flood, 1500))
+
+
+async def test_transfer_waits_for_in_flight_items_then_fences_the_old_owner(
+    queue: Queue,
+) -> None:
+    family = queue.family()
+    await queue.enqueue([NewItem(family, "default", str(i)) for i in range(4)], owner="old")
+    old = queue.store("old")
+    async with queue.engine.begin() as conn:
+        epoch = (await old.admitted_families(conn))[family]
+        held = await old.claim(conn, family, "default", epoch, 2)
+    assert len(held) == 2
+    with pytest.raises(TransferBlocked, match="still has live leases"):
+        await transfer(queue.engine, queue.tables, family, "new", timeout_s=0.3, poll_s=0.05)
+    async with queue.engine.begin() as conn:  # the failed transfer re-admitted the old owner
+        assert family in await old.admitted_families(conn)
+    from nexus.platform.workqueue.store import SUCCESS  # noqa: PLC0415
+
+    async def finish_later() -> None:
+        await asyncio.sleep(0.2)
+        async with queue.engine.begin() as conn:
+            lost = await old.finish(conn, family, epoch, held[0].token, [(held[0], SUCCESS)])
+        assert lost == set()  # a draining family's holders still finish under their epoch
+
+    finisher = asyncio.create_task(finish_later())
+    async with queue.engine.begin() as conn:  # expire the second one: a dead holder
+        await conn.execute(
+            update(queue.tables.items)
+            .where(queue.tables.items.c.id == held[1].id)
+            .values(lease_until=0)
+        )
+    new_epoch = await transfer(queue.engine, queue.tables, family, "new", timeout_s=5, poll_s=0.05)
+    await finisher
+    assert new_epoch == epoch + 1
+    async with queue.engine.begin() as conn:
+        assert family not in await old.admitted_families(conn)
+        assert await old.claim(conn, family, "default", epoch, 10) == []
+        # the old holder of the expired item comes back: fenced by the epoch
+        assert await old.renew(conn, family, epoch, held[1].token, [held[1].id]) == {held[1].id}
+    new = queue.store("new")
+    seen: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        seen.append(item.payload)
+
+    worker = Worker(queue.engine, new, handler, fast())
+    await run_until(worker, lambda: all_final(queue, family, 4))
+    assert sorted(seen) == sorted(p for p in "0123" if p != held[0].payload)
+
+
+async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Queue) -> None:
+    family = queue.family()
+    ids = await queue.enqueue([NewItem(family, "default", str(i)) for i in range(3)])
+    started = asyncio.Event()
+
+    async def handler(item: Claimed) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(drain_timeout_s=0.2))
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.sleep(0.05)
+    worker.stop()
+    await asyncio.wait_for(task, 10)
+    rows = await queue.rows(family)
+    assert {rows[i]["state"] for i in ids} == {PENDING}
+    assert {rows[i]["attempt"] for i in ids} == {1}
+    assert {rows[i]["lease_until"] for i in ids} == {None}
