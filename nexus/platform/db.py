@@ -42,6 +42,11 @@ class db_now_ms(FunctionElement[int]):
     name = "db_now_ms"
 
 
+@compiles(db_now_ms)
+def _db_now_generic(element: db_now_ms, compiler: Any, **kw: Any) -> str:
+    return "db_now_ms()"  # only for str(statement); every real dialect has its own below
+
+
 @compiles(db_now_ms, "sqlite")
 def _db_now_sqlite(element: db_now_ms, compiler: Any, **kw: Any) -> str:
     # 'now' is stable within one sqlite3_step, so both halves read the same instant.

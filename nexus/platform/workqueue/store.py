@@ -273,14 +273,25 @@ class WorkStore:
         fresh token; the winners are the rows carrying it."""
         items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
         now = db_now_ms()
-        candidates = list(
-            await conn.execute(
-                select(items.c.id, items.c.target_key)
+        candidates = {
+            row[0]: row
+            for row in await conn.execute(
+                select(
+                    items.c.id,
+                    items.c.target_key,
+                    items.c.queue_class,
+                    items.c.attempt,
+                    items.c.max_attempts,
+                    items.c.payload,
+                    items.c.lane_key,
+                    items.c.lane_seq,
+                )
                 .select_from(
                     items.outerjoin(
                         lanes,
                         and_(
-                            lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key
+                            lanes.c.family == items.c.family,
+                            lanes.c.lane_key == items.c.lane_key,
                         ),
                     )
                 )
@@ -294,14 +305,15 @@ class WorkStore:
                 .order_by(items.c.run_after, items.c.id)
                 .limit(limit)
             )
-        )
+        }
         if not candidates:
             return []
         token = new_token()
         ids: list[str] = []
         held: list[str] = []
         taken: set[str] = set()
-        for item_id, target_key in candidates:
+        for item_id, row in candidates.items():
+            target_key = row[1]
             if target_key is None:
                 ids.append(item_id)
                 continue
@@ -322,7 +334,7 @@ class WorkStore:
                 held.append(item_id)
         if not ids:
             return []
-        await conn.execute(
+        claimed = await conn.execute(
             update(items)
             .where(
                 items.c.id.in_(ids),
@@ -335,29 +347,19 @@ class WorkStore:
                 lease_token=token,
                 lease_owner=self.owner,
                 lease_until=now + self.lease_ms,
+                run_after=now + self.lease_ms,  # a processing row may run again at expiry
                 attempt=items.c.attempt + 1,
                 claim_epoch=epoch,
             )
         )
-        won = list(
-            await conn.execute(
-                select(
-                    items.c.id,
-                    items.c.queue_class,
-                    items.c.attempt,
-                    items.c.max_attempts,
-                    items.c.payload,
-                    items.c.lane_key,
-                    items.c.lane_seq,
-                    items.c.target_key,
-                ).where(
-                    items.c.id.in_(ids),
-                    items.c.lease_token == token,
-                    items.c.state == PROCESSING,
+        winners = set(ids)
+        if claimed.rowcount != len(ids):  # someone else won some: the token says which
+            winners = {
+                r[0]
+                for r in await conn.execute(
+                    select(items.c.id).where(items.c.id.in_(ids), items.c.lease_token == token)
                 )
-            )
-        )
-        winners = {r[0] for r in won}
+            }
         lost_targets = [i for i in held if i not in winners]
         if lost_targets:
             await conn.execute(
@@ -369,24 +371,24 @@ class WorkStore:
                 )
                 .values(holder_id=None, holder_token=None, lease_until=None)
             )
-        order = {item_id: i for i, item_id in enumerate(ids)}
-        claimed = [
+        return [
             Claimed(
-                id=r[0],
+                id=item_id,
                 family=family,
-                queue_class=r[1],
+                queue_class=row[2],
                 token=token,
                 epoch=epoch,
-                attempt=int(r[2]),
-                max_attempts=int(r[3]),
-                payload=r[4],
-                lane_key=r[5],
-                lane_seq=None if r[6] is None else int(r[6]),
-                target_key=r[7],
+                attempt=int(row[3]) + 1,  # read in this transaction, bumped by the claim
+                max_attempts=int(row[4]),
+                payload=row[5],
+                lane_key=row[6],
+                lane_seq=None if row[7] is None else int(row[7]),
+                target_key=row[1],
             )
-            for r in won
+            for item_id in ids
+            if item_id in winners
+            for row in (candidates[item_id],)
         ]
-        return sorted(claimed, key=lambda c: order[c.id])
 
     # ------------------------------------------------------------------ holder writes
     def _held(self, ids: Iterable[str], token: str) -> Any:
@@ -405,7 +407,7 @@ class WorkStore:
         renewed = await conn.execute(
             update(items)
             .where(self._held(ids, token), self._epoch_holds(family, epoch))
-            .values(lease_until=now + self.lease_ms)
+            .values(lease_until=now + self.lease_ms, run_after=now + self.lease_ms)
         )
         await conn.execute(
             update(targets)
@@ -566,7 +568,9 @@ class WorkStore:
         return {str(r[0]): r[1] == "skip" for r in rows}
 
     # ------------------------------------------------------------------ reclaim
-    async def reclaim_expired(self, conn: AsyncConnection, family: str, limit: int = 500) -> int:
+    async def reclaim_expired(
+        self, conn: AsyncConnection, family: str, queue_class: str, limit: int = 500
+    ) -> int:
         """Expired `processing` rows go back to `pending` (CAS on their old token, so a
         concurrent sweep or a late renewal cannot double it); an item whose lease expired on
         its last attempt is dead. Their target lanes are freed. Returns the number reclaimed."""
@@ -586,8 +590,9 @@ class WorkStore:
                 )
                 .where(
                     items.c.family == family,
+                    items.c.queue_class == queue_class,
                     items.c.state == PROCESSING,
-                    items.c.lease_until < now,
+                    items.c.run_after < now,
                 )
                 .limit(limit)
             )

@@ -7,9 +7,11 @@ its own prefix, in its own database.
     families       per family: owner, ownership epoch and whether claims are admitted
     queues         per (family, queue class): the active queues the poller visits
 
-Times are integer epoch milliseconds from the database clock (`db_now_ms`). The claim scan
-reads the covering index `(family, queue_class, state, run_after, id)`; expired leases are
-found through `(family, state, lease_until)`.
+Times are integer epoch milliseconds from the database clock (`db_now_ms`). Items have one
+secondary index, `(family, queue_class, state, run_after, id)`, so a state change rewrites one
+index entry: `run_after` is when a row may run next, which for a `processing` row is its lease
+expiry (claim and renewal set both), so the claim scan, the expired-lease sweep and retention
+pruning all read ranges of that one index.
 """
 
 from __future__ import annotations
@@ -69,8 +71,6 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("created_at", BigInteger, nullable=False),
         Column("finished_at", BigInteger),
         Index(f"ix_{prefix}_claim", "family", "queue_class", "state", "run_after", "id"),
-        Index(f"ix_{prefix}_lease", "family", "state", "lease_until"),
-        Index(f"ix_{prefix}_finished", "state", "finished_at"),
     )
     source_lanes = Table(
         f"{prefix}_source_lane",

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
@@ -74,7 +74,7 @@ class WorkerSettings:
     concurrency: int = 64
     batch: int = 128
     idle_poll_ms: int = 100
-    flush_ms: float = 2.0
+    flush_ms: float = 5.0
     flush_max: int = 512
     backoff_base_ms: int = 1_000
     backoff_cap_ms: int = 300_000
@@ -223,12 +223,14 @@ class Worker:
         if now - self._swept_at < self.store.lease_ms / 2000:
             return
         self._swept_at = now
-        for family in sorted(self._queues.epochs):
+        for family, queue_class, _ in self._queues.keys:
+            if family not in self._queues.epochs:
+                continue
             async with self.engine.begin() as conn:
-                count = await self.store.reclaim_expired(conn, family)
+                count = await self.store.reclaim_expired(conn, family, queue_class)
             if count:
                 self.stats.reclaimed += count
-                log.info("work.reclaimed", family=family, items=count)
+                log.info("work.reclaimed", family=family, queue_class=queue_class, items=count)
 
     async def _claim_round(self, free: int) -> int:
         """One deficit round-robin round over the queues that had work lately: each gets a
@@ -253,12 +255,20 @@ class Worker:
             key = (family, queue_class)
             deficit = self._deficit.get(key, 0) + share * max(weight, 1)
             ask = min(deficit, free, self.stats.batch)
+            done = self._take_results(self.settings.flush_max)
             started = time.perf_counter()
-            async with self.engine.begin() as conn:
-                got = await self.store.claim(
-                    conn, family, queue_class, self._queues.epochs[family], ask
-                )
+            try:  # finished outcomes ride along in the claim transaction
+                async with self.engine.begin() as conn:
+                    lost = await self._write_outcomes(conn, done) if done else set()
+                    got = await self.store.claim(
+                        conn, family, queue_class, self._queues.epochs[family], ask
+                    )
+            except BaseException:
+                self._give_back(done)
+                raise
             self._admit((time.perf_counter() - started) * 1000)
+            if done:
+                self._settle(done, lost)
             if not got:
                 self._idle[key] = time.monotonic()
             self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
@@ -314,39 +324,54 @@ class Worker:
 
     # ------------------------------------------------------------------ completer
     async def _complete_loop(self) -> None:
-        settings = self.settings
+        """Flush outcomes the poller did not carry in a claim transaction (when it is idle or
+        waiting for free executors)."""
         while True:
-            batch = [await self._results.get()]
-            if self._results.qsize() < settings.flush_max:
-                await asyncio.sleep(settings.flush_ms / 1000)
-            while len(batch) < settings.flush_max and not self._results.empty():
-                batch.append(self._results.get_nowait())
-            try:
-                await self._flush(batch)
-            finally:
-                for _ in batch:
-                    self._results.task_done()
+            first = await self._results.get()
+            await asyncio.sleep(self.settings.flush_ms / 1000)
+            batch = [first, *self._take_results(self.settings.flush_max - 1)]
+            delay = 0.05
+            while True:
+                try:
+                    async with self.engine.begin() as conn:
+                        lost = await self._write_outcomes(conn, batch)
+                    break
+                except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are renewed
+                    log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+            self._settle(batch, lost)
 
-    async def _flush(self, batch: list[tuple[Claimed, Outcome]]) -> None:
+    def _take_results(self, limit: int) -> list[tuple[Claimed, Outcome]]:
+        batch: list[tuple[Claimed, Outcome]] = []
+        while len(batch) < limit and not self._results.empty():
+            batch.append(self._results.get_nowait())
+        return batch
+
+    def _give_back(self, batch: list[tuple[Claimed, Outcome]]) -> None:
+        """Outcomes whose write failed go back to the queue (the leases are still ours)."""
+        for result in batch:
+            self._results.put_nowait(result)
+            self._results.task_done()
+
+    async def _write_outcomes(
+        self, conn: AsyncConnection, batch: list[tuple[Claimed, Outcome]]
+    ) -> set[str]:
         groups: dict[tuple[str, int, str], list[tuple[Claimed, Outcome]]] = {}
         for claimed, outcome in batch:
             groups.setdefault((claimed.family, claimed.epoch, claimed.token), []).append(
                 (claimed, outcome)
             )
-        delay = 0.05
-        while True:
-            try:
-                lost: set[str] = set()
-                async with self.engine.begin() as conn:
-                    for (family, epoch, token), results in groups.items():
-                        lost |= await self.store.finish(conn, family, epoch, token, results)
-                break
-            except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are still renewed
-                log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        lost: set[str] = set()
+        for (family, epoch, token), results in groups.items():
+            lost |= await self.store.finish(conn, family, epoch, token, results)
+        return lost
+
+    def _settle(self, batch: list[tuple[Claimed, Outcome]], lost: set[str]) -> None:
+        """After the commit: count, free the executor slots."""
         for claimed, outcome in batch:
             self._live.pop(claimed.id, None)
+            self._results.task_done()
             if claimed.id in lost:
                 self.stats.lost += 1
                 continue

@@ -80,13 +80,12 @@ async def queue(backend: Backend) -> AsyncIterator[Queue]:
     await engine.dispose()
 
 
-async def run_until(
-    worker: Worker, done: Callable[[], Awaitable[bool]], timeout: float = 30.0
-) -> None:
+async def run_until(worker: Worker, done: Callable[[], Awaitable[bool]]) -> None:
+    """Run the worker until `done()` says so (the database is polled: it is the truth)."""
     task = asyncio.create_task(worker.run())
     try:
-        async with asyncio.timeout(timeout):
-            while not await done():
+        async with asyncio.timeout(30):
+            while not await done():  # noqa: ASYNC110 - polling the database, the truth
                 await asyncio.sleep(0.02)
     finally:
         worker.stop()
@@ -135,10 +134,10 @@ async def test_a_lost_lease_cannot_renew_or_finish(queue: Queue) -> None:
         await conn.execute(
             update(queue.tables.items)
             .where(queue.tables.items.c.id == item_id)
-            .values(lease_until=0)
+            .values(lease_until=0, run_after=0)
         )
     async with queue.engine.begin() as conn:
-        assert await store.reclaim_expired(conn, family) == 1
+        assert await store.reclaim_expired(conn, family, "default") == 1
         (second,) = await store.claim(conn, family, "default", epoch, 10)
     assert second.token != first.token
     assert second.attempt == 2  # attempts never go back
@@ -296,7 +295,7 @@ async def test_transfer_waits_for_in_flight_items_then_fences_the_old_owner(
         await conn.execute(
             update(queue.tables.items)
             .where(queue.tables.items.c.id == held[1].id)
-            .values(lease_until=0)
+            .values(lease_until=0, run_after=0)
         )
     new_epoch = await transfer(queue.engine, queue.tables, family, "new", timeout_s=5, poll_s=0.05)
     await finisher
