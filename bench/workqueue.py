@@ -86,7 +86,7 @@ async def work(url: str, ready: Path, go: Path) -> None:
     while not go.exists():  # noqa: ASYNC110, ASYNC240 - a file from another process
         await asyncio.sleep(0.005)
     task = asyncio.create_task(worker.run())
-    while not (go.parent / "stop").exists():  # noqa: ASYNC110, ASYNC240
+    while not (go.parent / "stop").exists():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     worker.stop()
     await task
