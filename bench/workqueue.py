@@ -173,6 +173,11 @@ def main() -> None:
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")
     parser.add_argument("--lanes", action="store_true")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="then run huey (SqliteHuey) and procrastinate (PostgreSQL) from ../shared/peerbench",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("URL", "READY", "GO"))
     args = parser.parse_args()
     configure_logging(role="bench", level="warning", fmt="json")
@@ -203,7 +208,46 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+    if args.peers:
+        out["peers"] = peers()
     print(json.dumps(out, indent=2))
+
+
+PEERBENCH = Path(__file__).resolve().parents[2] / "shared" / "peerbench"
+PEER_PYTHON = Path(os.environ.get("PB_ROOT", "/tmp/peerbench")) / "venv/bin/python"  # noqa: S108
+
+
+def peers() -> list[dict[str, Any]]:
+    """The peer queues measured right after ours, same machine, same run (their own scripts,
+    set up by `../shared/peerbench/setup.sh`)."""
+    if not PEER_PYTHON.exists():
+        return [{"skipped": "run ../shared/peerbench/setup.sh first"}]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    rows: list[dict[str, Any]] = []
+
+    def peer(*command: str) -> None:
+        done = subprocess.run(
+            [str(PEER_PYTHON), *command],
+            cwd=PEERBENCH,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        rows.extend(json.loads(line) for line in lines)
+        if done.returncode:
+            rows.append({"failed": " ".join(command), "stderr": done.stderr[-500:]})
+
+    for sync in ("default", "normal"):
+        peer("peer_huey.py", "--tasks", "20000", "--workers", "4", "--sync", sync)
+    subprocess.run(["./servers.sh", "start", "pg"], cwd=PEERBENCH, env=env, check=True)
+    try:
+        for procs in ("1", "2"):
+            peer("peer_procrastinate.py", "--jobs", "20000", "--procs", procs)
+    finally:
+        subprocess.run(["./servers.sh", "stop", "pg"], cwd=PEERBENCH, env=env, check=False)
+    return rows
 
 
 if __name__ == "__main__":
