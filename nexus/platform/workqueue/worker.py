@@ -102,6 +102,7 @@ class _Live:
     claimed: Claimed
     task: asyncio.Task[None] | None = None
     lost: bool = False
+    finishing: bool = False  # its outcome is being written: the heartbeat leaves it alone
 
 
 @dataclass
@@ -328,6 +329,7 @@ class Worker:
         waiting for free executors)."""
         while True:
             first = await self._results.get()
+            self._mark_finishing([first], finishing=True)
             await asyncio.sleep(self.settings.flush_ms / 1000)
             batch = [first, *self._take_results(self.settings.flush_max - 1)]
             delay = 0.05
@@ -346,10 +348,18 @@ class Worker:
         batch: list[tuple[Claimed, Outcome]] = []
         while len(batch) < limit and not self._results.empty():
             batch.append(self._results.get_nowait())
+        self._mark_finishing(batch, finishing=True)
         return batch
+
+    def _mark_finishing(self, batch: list[tuple[Claimed, Outcome]], *, finishing: bool) -> None:
+        for claimed, _ in batch:
+            live = self._live.get(claimed.id)
+            if live is not None:
+                live.finishing = finishing
 
     def _give_back(self, batch: list[tuple[Claimed, Outcome]]) -> None:
         """Outcomes whose write failed go back to the queue (the leases are still ours)."""
+        self._mark_finishing(batch, finishing=False)
         for result in batch:
             self._results.put_nowait(result)
             self._results.task_done()
@@ -403,7 +413,7 @@ class Worker:
     async def _renew(self) -> None:
         groups: dict[tuple[str, int, str], list[str]] = {}
         for live in list(self._live.values()):
-            if not live.lost:
+            if not live.lost and not live.finishing:
                 c = live.claimed
                 groups.setdefault((c.family, c.epoch, c.token), []).append(c.id)
         if not groups:
@@ -413,8 +423,8 @@ class Worker:
             for (family, epoch, token), ids in groups.items():
                 lost |= await self.store.renew(conn, family, epoch, token, ids)
         for item_id in lost:
-            if item_id not in self._live:
-                continue
+            if item_id not in self._live or self._live[item_id].finishing:
+                continue  # finished meanwhile: its outcome write decides, not this renewal
             gone = self._live.pop(item_id)
             gone.lost = True
             self.stats.lost += 1
