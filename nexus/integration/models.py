@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -13,14 +15,39 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
+    func,
 )
 from sqlalchemy.dialects import mysql
 
 metadata = MetaData()
 
+
+
+class _HexMediumBlob(TypeDecorator[bytes]):
+    """MEDIUMBLOB bound as hex text through `UNHEX()`.
+
+    aiomysql 0.3 escapes `bytes` parameters with a PyMySQL helper that PyMySQL 1.1+ replaced
+    by a string ("DO NOT IMPORT THIS!!!"), so a bytes parameter raises TypeError; a str
+    parameter takes the path that works.
+    """
+
+    impl = mysql.MEDIUMBLOB
+    cache_ok = True
+
+    def bind_processor(self, dialect: Any) -> Any:
+        def to_hex(value: bytes | None) -> str | None:
+            return None if value is None else value.hex()
+
+        return to_hex  # instead of the BLOB's own processor, which wants bytes
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return func.unhex(bindvalue, type_=self)
+
+
 #: Bodies up to 16 MiB fit a MEDIUMBLOB (a MySQL BLOB stops at 64 KiB).
-BodyBytes = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql")
+BodyBytes = LargeBinary().with_variant(_HexMediumBlob(), "mysql")
 
 #: The active declaration of each connector route; `version` grows with every change.
 route = Table(
