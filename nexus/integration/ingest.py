@@ -16,6 +16,7 @@ import contextlib
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import ServiceUnavailable
@@ -130,7 +131,11 @@ class ReceiptWriter:
         except Exception as exc:  # noqa: BLE001  (every driver failure fails the whole batch)
             self.stats.failed_transactions += 1
             BATCHES.labels("failed").inc()
-            log.warning("ingress.batch_failed", rows=len(batch), error_type=type(exc).__name__)
+            # Type only: a driver message can quote the statement's parameters (the payload).
+            driver = isinstance(exc, DBAPIError | OSError | TimeoutError)
+            (log.warning if driver else log.error)(
+                "ingress.batch_failed", rows=len(batch), error_type=type(exc).__name__
+            )
             error = ServiceUnavailable("the receipt store is unavailable; retry later")
             for _, future in batch:
                 self._queue.task_done()
