@@ -24,7 +24,6 @@ from sqlalchemy.dialects import mysql
 metadata = MetaData()
 
 
-
 class _HexMediumBlob(TypeDecorator[bytes]):
     """MEDIUMBLOB bound as hex text through `UNHEX()`.
 
