@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService, Role
-from nexus.integration.endpoints import router
+from nexus.integration.endpoints import HooksEndpoint
 from nexus.integration.ingest import ReceiptWriter
 from nexus.integration.service import IngressService, RouteCache
 from nexus.platform.db import create_engine
@@ -86,5 +86,5 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     )
     app.state.loops = loops
     app.state.public_base_url = settings.public_base_url.rstrip("/")
-    app.include_router(router)
+    app.add_middleware(HooksEndpoint, role=Role.INTEGRATION.value)
     return app
