@@ -53,7 +53,9 @@ class _Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------------------- composition
 
 
-def build_app(settings: Settings, role: Role, app_name: str | None = None) -> object:
+def build_app(
+    settings: Settings, role: Role, app_name: str | None = None, *, loops: str = "all"
+) -> object:
     """The ASGI app of one role. Imports stay local: a process loads only its own role."""
     if role is Role.GATEWAY:
         from nexus.gateway.app import create_app as gateway_app
@@ -74,7 +76,7 @@ def build_app(settings: Settings, role: Role, app_name: str | None = None) -> ob
     if role is Role.INTEGRATION:
         from nexus.integration.app import create_app as integration_app
 
-        return integration_app(settings)
+        return integration_app(settings, loops="none" if loops == "none" else "all")
     if app_name == "sfcrm":
         from nexus.apps.sfcrm.app import create_app as sfcrm_app
 
@@ -127,6 +129,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nexus.platform.secrets import workload_signer
 
     role, app_name = _role_and_app(args.role, args.app)
+    if args.loops is not None and role is not Role.INTEGRATION:
+        raise CliError("--loops is only valid with --role=integration")
     settings = load_settings()
     configure_logging(role=role.value, level=settings.log.log_level, fmt=settings.log.log_format)
     host = args.host or settings.core.host
@@ -134,7 +138,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
-    app = build_app(settings, role, app_name)
+    app = build_app(settings, role, app_name, loops=args.loops or "all")
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]  # an ASGI application built above
         lifespan="on",
@@ -609,6 +613,171 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- integration
+
+
+@asynccontextmanager
+async def _integration_engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    from nexus.platform.db import create_engine
+
+    engine = create_engine(
+        settings.database_url(LogicalService.INTEGRATION),
+        application_name="nexus-integration-admin",
+        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+    )
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def _read_route_file(path: str) -> Any:
+    import yaml
+
+    from nexus.integration.routes import RouteFileError, parse_route_file
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read {path}: {type(exc).__name__}: {_safe(exc)}") from None
+    try:
+        return parse_route_file(raw)
+    except RouteFileError as exc:
+        for where, message in exc.problems:
+            print(f"{path}: {where}: {message}", file=sys.stderr)
+        raise CliError(
+            f"{len(exc.problems)} problem(s); nothing was applied", EXIT_FAILURE
+        ) from None
+
+
+def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
+    from nexus.integration.route_service import OrgNotConfigured, apply_routes, route_org
+    from nexus.platform.observability import configure_logging
+
+    settings = load_settings()
+    configure_logging(role="integration-admin", level="warning", fmt=settings.log.log_format)
+    route_file = _read_route_file(args.file)
+    try:
+        org_id = route_org(route_file, settings.integration.integration_org_id)
+    except OrgNotConfigured as exc:
+        raise CliError(str(exc), EXIT_FAILURE) from None
+
+    async def run() -> list[Any]:
+        async with _integration_engine(settings) as engine:
+            return await apply_routes(engine, org_id=org_id, route_file=route_file)
+
+    try:
+        applied = asyncio.run(run())
+    except Exception as exc:  # noqa: BLE001  (one line, never the URL)
+        raise CliError(
+            f"apply failed ({type(exc).__name__}: {_safe(exc)}); run `nexus migrate` first?",
+            EXIT_FAILURE,
+        ) from None
+    for route in applied:
+        state = "changed" if route.changed else "unchanged"
+        active = "" if route.active else ", inactive"
+        print(f"{route.connector}/{route.route}: version {route.version} ({state}{active})")
+    return 0
+
+
+def cmd_hooks_send(args: argparse.Namespace) -> int:
+    from nexus.integration.route_service import find_route
+    from nexus.integration.routes import RouteDeclaration
+    from nexus.integration.sender import signed_headers
+    from nexus.platform.observability import configure_logging
+    from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
+
+    settings = load_settings()
+    configure_logging(role="hooks", level="warning", fmt=settings.log.log_format)
+    declaration: RouteDeclaration | None = None
+    if args.routes:
+        route_file = _read_route_file(args.routes)
+        declaration = next(
+            (
+                r
+                for r in route_file.routes
+                if (r.connector, r.route) == (args.connector, args.route)
+            ),
+            None,
+        )
+    else:
+
+        async def lookup() -> RouteDeclaration | None:
+            async with _integration_engine(settings) as engine:
+                found = await find_route(
+                    engine,
+                    org_id=settings.integration.integration_org_id,
+                    connector=args.connector,
+                    route=args.route,
+                )
+            return found.declaration if found else None
+
+        declaration = asyncio.run(lookup())
+    if declaration is None:
+        raise CliError(f"no active route {args.connector}/{args.route}", EXIT_FAILURE)
+    try:
+        secret = read_webhook_secret(settings.var_dir, declaration.secrets[0])
+    except WebhookSecretMissing as exc:
+        hint = f"nexus hooks set-secret {declaration.secrets[0]}"
+        raise CliError(f"{exc} ({hint})", EXIT_FAILURE) from None
+    try:
+        body = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
+    base = settings.public_base_url.rstrip("/")
+    url = args.url or f"{base}/webhooks/{args.connector}/{args.route}"
+    try:
+        headers = signed_headers(
+            declaration,
+            secret,
+            body=body,
+            url=url,
+            event_kind=args.event_kind,
+            delivery_id=args.delivery_id,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        reply = httpx.post(url, content=body, headers=headers, timeout=30, trust_env=False)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach {url} ({type(exc).__name__})", EXIT_FAILURE) from None
+    print(f"status: {reply.status_code}")
+    try:
+        answer = reply.json()
+    except ValueError:
+        answer = {}
+    if reply.is_success:
+        print(f"receipt_id: {answer.get('receipt_id')}")
+        print(f"duplicate: {str(answer.get('duplicate')).lower()}")
+        return 0
+    print(f"error: {answer.get('code', '')} {answer.get('message', '')}".rstrip())
+    return EXIT_FAILURE
+
+
+def cmd_hooks_set_secret(args: argparse.Namespace) -> int:
+    import base64
+    import secrets as token_source
+
+    from nexus.platform.observability import configure_logging
+    from nexus.platform.secrets import write_webhook_secret
+
+    settings = load_settings()
+    configure_logging(role="hooks", level="warning", fmt=settings.log.log_format)
+    if args.generate:
+        value = "whsec_" + base64.b64encode(token_source.token_bytes(32)).decode()
+    else:
+        value = sys.stdin.readline().rstrip("\n")
+    try:
+        path = write_webhook_secret(settings.var_dir, args.ref, value)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.generate:
+        print(f"secret: {value}  (shown once; give it to the sender)")
+    print(f"stored {path}")
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -622,6 +791,11 @@ def make_parser() -> argparse.ArgumentParser:
     serve.add_argument("--app", help="the App of --role=app (default: sfcrm)")
     serve.add_argument("--host", help="listen address (default: NEXUS_HOST)")
     serve.add_argument("--port", type=_port, help="listen port (default: from NEXUS_PORT_BASE)")
+    serve.add_argument(
+        "--loops",
+        choices=["none", "all"],
+        help="--role=integration: run background loops (default all) or ingress only",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     up = sub.add_parser("up", help="run the whole local stack, one process per role")
@@ -638,6 +812,7 @@ def make_parser() -> argparse.ArgumentParser:
     make.set_defaults(handler=cmd_makemigration)
 
     _add_admin_parser(sub)
+    _add_integration_parsers(sub)
     meta = sub.add_parser("metadata", help="apply metadata (objects and fields)")
     meta_sub = meta.add_subparsers(dest="metadata_command", required=True, parser_class=_Parser)
     apply = meta_sub.add_parser("apply", help="apply a YAML batch atomically")
@@ -694,6 +869,32 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+
+
+def _add_integration_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
+    integration = sub.add_parser("integration", help="connector routes")
+    isub = integration.add_subparsers(
+        dest="integration_command", required=True, parser_class=_Parser
+    )
+    apply = isub.add_parser("apply-routes", help="apply a YAML file of route declarations")
+    apply.add_argument("file")
+    apply.set_defaults(handler=cmd_integration_apply_routes)
+
+    hooks = sub.add_parser("hooks", help="webhook tools")
+    hsub = hooks.add_subparsers(dest="hooks_command", required=True, parser_class=_Parser)
+    send = hsub.add_parser("send", help="sign a JSON file for a route and POST it")
+    send.add_argument("--connector", required=True)
+    send.add_argument("--route", required=True)
+    send.add_argument("--event-kind", help="for routes that read the event kind from a header")
+    send.add_argument("--delivery-id", help="default: a fresh id (repeat one to redeliver)")
+    send.add_argument("--url", help="default: the gateway's /webhooks/CONNECTOR/ROUTE")
+    send.add_argument("--routes", help="read the route from this YAML file, not the database")
+    send.add_argument("file")
+    send.set_defaults(handler=cmd_hooks_send)
+    secret = hsub.add_parser("set-secret", help="store a webhook secret (value read from stdin)")
+    secret.add_argument("ref", help="the name routes use in `secrets:`")
+    secret.add_argument("--generate", action="store_true", help="generate one and print it once")
+    secret.set_defaults(handler=cmd_hooks_set_secret)
 
 
 def _port(raw: str) -> int:

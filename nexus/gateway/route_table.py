@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from nexus.contracts.roles import KNOWN_APPS, Role, upstream_name
 
@@ -27,6 +34,8 @@ class Route(BaseModel):
     prefix: str
     upstream: str
     strip_prefix: bool = False
+    #: Replace the prefix with this path before proxying (`/webhooks/x` -> `/hooks/x`).
+    upstream_prefix: str | None = None
     only: tuple[str, ...] | None = None
     methods: tuple[str, ...] | None = None
 
@@ -36,6 +45,19 @@ class Route(BaseModel):
         if not value.startswith("/") or (value != "/" and value.endswith("/")):
             raise ValueError("must start with '/' and not end with '/'")
         return value
+
+    @field_validator("upstream_prefix")
+    @classmethod
+    def _upstream_prefix(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or value.endswith("/")):
+            raise ValueError("must start with '/' and not end with '/'")
+        return value
+
+    @model_validator(mode="after")
+    def _one_rewrite(self) -> Route:
+        if self.strip_prefix and self.upstream_prefix is not None:
+            raise ValueError("strip_prefix and upstream_prefix exclude each other")
+        return self
 
     @field_validator("upstream")
     @classmethod
@@ -53,6 +75,8 @@ class Route(BaseModel):
         return self.prefix in ("/", path) or path.startswith(self.prefix + "/")
 
     def upstream_path(self, path: str) -> str:
+        if self.upstream_prefix is not None:
+            return self.upstream_prefix + path[len(self.prefix) :]
         if not self.strip_prefix:
             return path
         rest = path[len(self.prefix) :]

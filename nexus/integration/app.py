@@ -1,20 +1,90 @@
-"""The `integration` role."""
+"""The `integration` role: webhook ingress now; receipt router and executor loops later.
+
+Pools: the ingress writer has its own engine (`nexus-integration-ingress`), separate from
+the engine background loops use (`nexus-integration-loops`) and from the readiness engine,
+so a loop flood cannot starve acknowledgements of connections (seed: ingress pool isolation).
+"""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService, Role
-from nexus.platform.service_app import create_service_app
+from nexus.integration.endpoints import HooksEndpoint
+from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.service import IngressService, RouteCache
+from nexus.platform.db import create_engine
+from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 
-CAPABILITIES = ("ops.v1",)
+CAPABILITIES = ("ops.v1", "webhooks.ingress.v1")
+Loops = Literal["none", "all"]
 
 
-def create_app(settings: Settings) -> FastAPI:
-    return create_service_app(
+def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
+    cfg = settings.integration
+    url = settings.database_url(LogicalService.INTEGRATION)
+
+    def engine(purpose: str, pool_size: int) -> AsyncEngine:
+        return create_engine(
+            url,
+            application_name=f"nexus-integration-{purpose}",
+            pool_size=pool_size,
+            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        )
+
+    @asynccontextmanager
+    async def on_start(app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
+        ingress_engine = engine("ingress", cfg.ingress_pool_size)
+        loops_engine = engine("loops", cfg.loops_pool_size)
+        writer = ReceiptWriter(
+            ingress_engine,
+            max_rows=cfg.ingress_batch_max_rows,
+            window_seconds=cfg.ingress_batch_window_ms / 1000,
+            writers=cfg.ingress_writers,
+        )
+        app.state.ingress = IngressService(
+            routes=RouteCache(
+                ingress_engine,
+                org_id=cfg.integration_org_id,
+                var_dir=settings.var_dir,
+                ttl=cfg.ingress_route_cache_seconds,
+            ),
+            writer=writer,
+            var_dir=settings.var_dir,
+            default_max_body_bytes=cfg.ingress_max_body_bytes,
+            snapshot_bytes=cfg.ingress_body_snapshot_bytes,
+        )
+        app.state.ingress_engine = ingress_engine
+        app.state.loops_engine = loops_engine  # the receipt router and executor use this
+        writer.start()
+        # Start-up objects are long-lived: keep the collector from rescanning them on every
+        # young-generation pass (measured: most of the group-commit p99 tail).
+        gc.collect()
+        gc.freeze()
+        try:
+            yield
+        finally:
+            await writer.close()
+            await ingress_engine.dispose()
+            await loops_engine.dispose()
+            gc.unfreeze()
+
+    app = create_service_app(
         settings=settings,
         role=Role.INTEGRATION,
         service=LogicalService.INTEGRATION,
         capabilities=CAPABILITIES,
+        on_start=on_start,
     )
+    app.state.loops = loops
+    app.state.public_base_url = settings.public_base_url.rstrip("/")
+    app.add_middleware(HooksEndpoint, role=Role.INTEGRATION.value)
+    return app

@@ -7,6 +7,8 @@ logged; only names are.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from nexus.platform.observability import get_logger
@@ -44,3 +46,52 @@ def workload_signer(settings: Settings, name: str) -> WorkloadSigner:
         return WorkloadSigner.load(workload_key_dir(secrets_dir(settings.var_dir)), name)
     except WorkloadKeyMissing as exc:
         raise SettingsError(f"NEXUS_VAR_DIR: {exc}") from None
+
+
+# ---------------------------------------------------------------- webhook secrets
+
+#: A webhook secret reference: a file name under `<var>/secrets/webhooks/`, never a path.
+WEBHOOK_SECRET_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class WebhookSecretMissing(Exception):
+    """A referenced webhook secret is not provisioned. The message names the reference only."""
+
+
+def webhook_secret_dir(var_dir: Path) -> Path:
+    return secrets_dir(var_dir) / "webhooks"
+
+
+def _webhook_secret_path(var_dir: Path, ref: str) -> Path:
+    if not WEBHOOK_SECRET_REF.fullmatch(ref):
+        raise ValueError("a webhook secret reference is 1-64 of [A-Za-z0-9._-]")
+    return webhook_secret_dir(var_dir) / ref
+
+
+def write_webhook_secret(var_dir: Path, ref: str, value: str) -> Path:
+    """Store one webhook secret (file 0600, directory 0700), replacing it atomically."""
+    if not value or "\n" in value.strip("\n"):
+        raise ValueError("a webhook secret is one non-empty line")
+    path = _webhook_secret_path(var_dir, ref)
+    for directory in (secrets_dir(var_dir), path.parent):
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)
+    tmp = path.with_name(f".{ref}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(value.strip("\n") + "\n")
+    tmp.replace(path)
+    log.info("secrets.webhook_secret_stored", ref=ref)
+    return path
+
+
+def read_webhook_secret(var_dir: Path, ref: str) -> str:
+    """The secret a route references; WebhookSecretMissing when it is not provisioned."""
+    path = _webhook_secret_path(var_dir, ref)
+    try:
+        value = path.read_text(encoding="utf-8").strip("\n")
+    except FileNotFoundError:
+        raise WebhookSecretMissing(f"webhook secret {ref!r} is not provisioned") from None
+    if not value:
+        raise WebhookSecretMissing(f"webhook secret {ref!r} is empty")
+    return value

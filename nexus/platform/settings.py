@@ -123,6 +123,31 @@ class IdentitySettings(BaseSettings):
     bootstrap_admin_password: SecretStr | None = None
 
 
+class IntegrationSettings(BaseSettings):
+    """Integration: webhook ingress (receipts, group commit) and its pools."""
+
+    model_config = _config()
+
+    #: Phase one runs one org per deployment: the org that owns this deployment's connector
+    #: routes (route files may carry `org_id` instead).
+    integration_org_id: Annotated[str, Field(pattern=r"^[0-9A-Za-z]{15,18}$")] | None = None
+    #: Default max webhook body size when a route does not set `max_body_bytes`.
+    ingress_max_body_bytes: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = 1024 * 1024
+    #: Bodies up to this size are stored in the receipt row; larger ones as a file reference.
+    ingress_body_snapshot_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 256 * 1024
+    #: Group commit: at most this many receipts per transaction ...
+    ingress_batch_max_rows: Annotated[int, Field(ge=1, le=5000)] = 256
+    #: ... gathered for at most this long after the first one arrived.
+    ingress_batch_window_ms: Annotated[float, Field(ge=0, le=100)] = 2.0
+    #: Writer tasks committing batches concurrently (1 suits SQLite's single writer).
+    ingress_writers: Annotated[int, Field(ge=1, le=32)] = 1
+    #: Connections of the ingress pool, separate from the background-loop pool.
+    ingress_pool_size: Annotated[int, Field(ge=1, le=200)] = 8
+    loops_pool_size: Annotated[int, Field(ge=1, le=200)] = 4
+    #: How long a resolved route (and its secrets) is reused before it is read again.
+    ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
+
+
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     CoreSettings,
     DatabaseSettings,
@@ -130,6 +155,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     GatewaySettings,
     UpstreamSettings,
     IdentitySettings,
+    IntegrationSettings,
 )
 
 
@@ -148,6 +174,7 @@ class Settings:
     gateway: GatewaySettings
     upstreams: UpstreamSettings
     identity: IdentitySettings
+    integration: IntegrationSettings
 
     @property
     def var_dir(self) -> Path:
@@ -230,4 +257,5 @@ def load_settings(**overrides: Any) -> Settings:
         gateway=_build(GatewaySettings, overrides),
         upstreams=_build(UpstreamSettings, overrides),
         identity=_build(IdentitySettings, overrides),
+        integration=_build(IntegrationSettings, overrides),
     )

@@ -9,6 +9,7 @@ from sqlalchemy import MetaData
 
 from nexus.contracts.roles import LogicalService
 from nexus.identity.models import metadata as identity_metadata
+from nexus.integration.models import metadata as integration_metadata
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head, version_table
 from nexus.runtime.metadata.models import metadata as runtime_metadata
@@ -29,18 +30,17 @@ def _runtime_models(backend: str) -> MetaData:
     return combined
 
 
-async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
-    models = _runtime_models(backend.name)
-    engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
+async def _differences(url: str, service: LogicalService, models: MetaData) -> list[object]:
+    engine = create_engine(url, application_name="nexus-test")
     try:
-        await upgrade_to_head(engine, LogicalService.RUNTIME)
+        await upgrade_to_head(engine, service)
 
         def diff(conn):  # type: ignore[no-untyped-def]
             context = MigrationContext.configure(
                 conn,
                 opts={
                     "compare_type": True,
-                    "version_table": version_table(LogicalService.RUNTIME),
+                    "version_table": version_table(service),
                     "include_name": lambda name, kind, _parent: (
                         kind != "table" or name in models.tables
                     ),
@@ -49,7 +49,19 @@ async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
             return compare_metadata(context, models)
 
         async with engine.connect() as conn:
-            differences = await conn.run_sync(diff)
+            return list(await conn.run_sync(diff))
     finally:
         await engine.dispose()
-    assert differences == []
+
+
+async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
+    models = _runtime_models(backend.name)
+    assert (
+        await _differences(backend.url(LogicalService.RUNTIME), LogicalService.RUNTIME, models)
+        == []
+    )
+
+
+async def test_integration_migrations_match_the_models(backend: Backend) -> None:
+    url = backend.url(LogicalService.INTEGRATION)
+    assert await _differences(url, LogicalService.INTEGRATION, integration_metadata) == []

@@ -64,3 +64,16 @@ def test_strip_prefix() -> None:
 def test_invalid_tables_are_refused_naming_the_entry(text: str, message: str) -> None:
     with pytest.raises(RouteTableError, match=message):
         parse_route_table(text)
+
+
+def test_webhooks_reach_the_integration_hooks_endpoint() -> None:
+    route = load_route_table().match("/webhooks/crm-demo/contacts")
+    assert route is not None
+    assert route.upstream == "integration"
+    assert route.upstream_path("/webhooks/crm-demo/contacts") == "/hooks/crm-demo/contacts"
+
+
+def test_strip_prefix_and_upstream_prefix_exclude_each_other() -> None:
+    text = 'version = "1"\n[[route]]\nprefix = "/a"\nupstream = "catalog"\n'
+    with pytest.raises(RouteTableError, match="exclude each other"):
+        parse_route_table(text + 'strip_prefix = true\nupstream_prefix = "/b"\n')

@@ -1,0 +1,283 @@
+"""Webhook ingress: route -> size -> signature -> delivery id -> durable receipt -> ack.
+
+Nothing is stored before the signature verifies, and nothing is acknowledged before the
+receipt's transaction commits (`ReceiptWriter`). Rejections are logged by reason code only:
+never the body, a header value, a signature or a secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import Counter
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.errors import NexusError, NotFound, ServiceUnavailable
+from nexus.integration.errors import SignatureRejected, WebhookTooLarge
+from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
+from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
+from nexus.integration.signatures import WebhookRequest, verify
+from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.observability import get_logger
+from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
+
+log = get_logger(__name__)
+
+RECEIPTS = Counter(
+    "nexus_ingress_receipts_total",
+    "Webhook deliveries durably received, by connector and outcome (accepted|duplicate)",
+    ["connector", "outcome"],
+)
+REJECTED = Counter(
+    "nexus_ingress_rejected_total",
+    "Webhook deliveries refused before a receipt, by reason code",
+    ["connector", "reason"],
+)
+
+MAX_DELIVERY_ID = 191
+MAX_EVENT_KIND = 128
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the HTTP edge hands over: the raw request, body still unread."""
+
+    connector: str
+    route: str
+    method: str
+    url: str  # the URL as the sender called it (public), for schemes that sign it
+    headers: Mapping[str, str]
+    body: AsyncIterator[bytes]
+    request_id: str | None
+
+
+class RouteCache:
+    """Active routes and their secrets, reread at most every `ttl` seconds (single flight).
+
+    Secret values stay in this process's memory only.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, *, org_id: str | None, var_dir: Path, ttl: float
+    ) -> None:
+        self._sessions = session_factory(engine)
+        self.org_id = org_id
+        self.var_dir = var_dir
+        self.ttl = ttl
+        self._routes: dict[tuple[str, str], ActiveRoute] = {}
+        self._secrets: dict[tuple[str, str], list[str]] = {}
+        self._expires = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self, connector: str, route: str) -> tuple[ActiveRoute, list[str]] | None:
+        if time.monotonic() >= self._expires:
+            async with self._lock:
+                if time.monotonic() >= self._expires:
+                    await self._refresh()
+        found = self._routes.get((connector, route))
+        return None if found is None else (found, self._secrets[found.key])
+
+    def invalidate(self) -> None:
+        self._expires = 0.0
+
+    async def _refresh(self) -> None:
+        try:
+            async with unit_of_work(self._sessions, readonly=True) as session:
+                active = await RouteRepository(session).active_routes(org_id=self.org_id)
+        except Exception as exc:  # noqa: BLE001  (a driver failure: not ready to receive)
+            log.warning("ingress.routes_unavailable", error_type=type(exc).__name__)
+            raise ServiceUnavailable("the receipt store is unavailable; retry later") from None
+        routes: dict[tuple[str, str], ActiveRoute] = {}
+        orgs: dict[tuple[str, str], set[str]] = {}
+        for found in active:
+            routes[found.key] = found
+            orgs.setdefault(found.key, set()).add(found.org_id)
+        for key, owners in orgs.items():
+            if len(owners) > 1:  # fail closed: never guess the org of a delivery
+                log.error("ingress.route_org_ambiguous", connector=key[0], route=key[1])
+                routes.pop(key)
+        secrets = {key: await asyncio.to_thread(self._read, found) for key, found in routes.items()}
+        self._routes, self._secrets = routes, secrets
+        self._expires = time.monotonic() + self.ttl
+
+    def _read(self, found: ActiveRoute) -> list[str]:
+        values = []
+        for ref in found.declaration.secrets:
+            try:
+                values.append(read_webhook_secret(self.var_dir, ref))
+            except (WebhookSecretMissing, ValueError):
+                log.warning(
+                    "ingress.secret_missing",
+                    connector=found.declaration.connector,
+                    route=found.declaration.route,
+                    secret_ref=ref,
+                )
+        return values
+
+
+class IngressService:
+    def __init__(
+        self,
+        *,
+        routes: RouteCache,
+        writer: ReceiptWriter,
+        var_dir: Path,
+        default_max_body_bytes: int,
+        snapshot_bytes: int,
+    ) -> None:
+        self.routes = routes
+        self.writer = writer
+        self.var_dir = var_dir
+        self.default_max_body_bytes = default_max_body_bytes
+        self.snapshot_bytes = snapshot_bytes
+
+    async def receive(self, delivery: Delivery) -> Stored:
+        """The ingress use case; raises a NexusError for every refusal."""
+        label = delivery.connector
+        try:
+            resolved = await self.routes.get(delivery.connector, delivery.route)
+            if resolved is None:
+                label = "unknown"
+                raise NotFound("no such webhook route")
+            route, secrets = resolved
+            stored = await self._receive(delivery, route, secrets)
+        except NexusError as exc:
+            reason = exc.code.lower() if not isinstance(exc, SignatureRejected) else exc.reason
+            REJECTED.labels(label, reason).inc()
+            raise
+        RECEIPTS.labels(label, "duplicate" if stored.duplicate else "accepted").inc()
+        return stored
+
+    async def _receive(self, delivery: Delivery, route: ActiveRoute, secrets: list[str]) -> Stored:
+        declaration = route.declaration
+        limit = declaration.max_body_bytes or self.default_max_body_bytes
+        body = await _read_capped(delivery, limit)
+        received_at = time.time()
+        request = WebhookRequest(
+            method=delivery.method,
+            url=delivery.url,
+            headers=delivery.headers,
+            body=body,
+            received_at_seconds=received_at,
+        )
+        scheme = declaration.scheme
+        verdict = verify(scheme, secrets, request)
+        if not verdict.ok:
+            log.warning(
+                "ingress.signature_rejected",
+                connector=declaration.connector,
+                route=declaration.route,
+                reason=str(verdict.reason),
+            )
+            raise SignatureRejected(str(verdict.reason))
+
+        document = _json(body) if declaration.needs_json else None
+        payload_sha256 = hashlib.sha256(body).hexdigest()
+        delivery_id, source = _delivery_id(
+            declaration.delivery_id, request, document, scheme.delivery_id(request)
+        )
+        if delivery_id is None:
+            if verdict.signed_at is not None:
+                seed = f"{verdict.signed_at:.3f}.{payload_sha256}".encode()
+                delivery_id, source = "derived-" + hashlib.sha256(seed).hexdigest()[:40], "derived"
+            else:
+                delivery_id, source = "generated-" + uuid.uuid4().hex, "generated"
+        elif len(delivery_id) > MAX_DELIVERY_ID:
+            delivery_id = "sha256-" + hashlib.sha256(delivery_id.encode()).hexdigest()
+        event_kind = _extract(declaration.event_kind, request, document)
+
+        snapshot: bytes | None = body
+        body_ref: str | None = None
+        if len(body) > self.snapshot_bytes:
+            snapshot = None
+            body_ref = await asyncio.to_thread(_keep_body, self.var_dir, payload_sha256, body)
+
+        correlation = {"delivery_id": delivery_id}
+        if delivery.request_id:
+            correlation["request_id"] = delivery.request_id
+        row = ReceiptRow(
+            org_id=route.org_id,
+            receipt_id=uuid.uuid4().hex,
+            connector=declaration.connector,
+            route_key=declaration.route,
+            route_version=route.version,
+            provider_delivery_id=delivery_id,
+            delivery_id_source=source,
+            method=delivery.method.upper()[:10],
+            content_type=(request.header("content-type") or "")[:255] or None,
+            event_kind=event_kind[:MAX_EVENT_KIND] if event_kind else None,
+            correlation=correlation,
+            body_bytes=len(body),
+            body_snapshot=snapshot,
+            body_ref=body_ref,
+            payload_sha256=payload_sha256,
+            signature_scheme=verdict.scheme,
+            signature_key_index=verdict.key_index,
+        )
+        return await self.writer.store(row)
+
+
+async def _read_capped(delivery: Delivery, limit: int) -> bytes:
+    declared = delivery.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise WebhookTooLarge(f"the body exceeds this route's limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in delivery.body:
+        size += len(chunk)
+        if size > limit:
+            raise WebhookTooLarge(f"the body exceeds this route's limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(body: bytes) -> object:
+    try:
+        return json.loads(body)
+    except ValueError:  # not JSON: pointers find nothing
+        return None
+
+
+def _extract(how: Extract | None, request: WebhookRequest, document: object) -> str | None:
+    if how is None:
+        return None
+    if how.header is not None:
+        return request.header(how.header)
+    value = resolve_pointer(document, how.pointer or "")
+    if isinstance(value, bool) or value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _delivery_id(
+    how: Extract | None, request: WebhookRequest, document: object, from_scheme: str | None
+) -> tuple[str | None, str]:
+    if how is not None:
+        return _extract(how, request, document), "header" if how.header else "pointer"
+    return from_scheme, "scheme"
+
+
+def _keep_body(var_dir: Path, sha256: str, body: bytes) -> str:
+    """Store a body too large for the receipt row (content-addressed, fsynced)."""
+    relative = Path("ingress") / "bodies" / sha256[:2] / sha256
+    path = var_dir / relative
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{sha256}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    return f"var:{relative.as_posix()}"
