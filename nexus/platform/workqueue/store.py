@@ -90,6 +90,17 @@ class Claimed:
 
 
 @dataclass(frozen=True)
+class _LaneHead:
+    """A finished source-lane head: `parked` (dead / unknown) halts its lane."""
+
+    id: str
+    queue_class: str
+    lane_key: str
+    lane_seq: int
+    parked: bool
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How an execution ended: `state` is succeeded, pending (retry), dead or
     outcome_unknown; `error` is a sanitized summary (class and short message, never data)."""
@@ -101,6 +112,13 @@ class Outcome:
 
 
 SUCCESS = Outcome(SUCCEEDED)
+
+
+def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
+    """The outcome as recorded: a retry on the last attempt is dead."""
+    if outcome.state == PENDING and claimed.attempt >= claimed.max_attempts:
+        return Outcome(DEAD, outcome.failure_class, outcome.error)
+    return outcome
 
 
 class WorkStore:
@@ -360,17 +378,7 @@ class WorkStore:
                     select(items.c.id).where(items.c.id.in_(ids), items.c.lease_token == token)
                 )
             }
-        lost_targets = [i for i in held if i not in winners]
-        if lost_targets:
-            await conn.execute(
-                update(targets)
-                .where(
-                    targets.c.family == family,
-                    targets.c.holder_token == token,
-                    targets.c.holder_id.in_(lost_targets),
-                )
-                .values(holder_id=None, holder_token=None, lease_until=None)
-            )
+        await self._free_target_lanes(conn, family, token, [i for i in held if i not in winners])
         return [
             Claimed(
                 id=item_id,
@@ -434,12 +442,10 @@ class WorkStore:
         items = self.t.items
         now = db_now_ms()
         fenced = self._epoch_holds(family, epoch)
+        recorded = [(claimed, effective(claimed, outcome)) for claimed, outcome in results]
         by_state: dict[str, list[tuple[Claimed, Outcome]]] = {}
-        for claimed, outcome in results:
-            state = outcome.state
-            if state == PENDING and claimed.attempt >= claimed.max_attempts:
-                state = DEAD
-            by_state.setdefault(state, []).append((claimed, outcome))
+        for claimed, outcome in recorded:
+            by_state.setdefault(outcome.state, []).append((claimed, outcome))
         written: set[str] = set()
         for state, group in by_state.items():
             ids = [c.id for c, _ in group]
@@ -486,8 +492,17 @@ class WorkStore:
                 params,
             )
             written.update(await self._written(conn, ids, token, state))
-        finished = [(c, o) for c, o in results if c.id in written]
-        await self._after_finish(conn, family, token, finished)
+        finished = [(c, o) for c, o in recorded if c.id in written]
+        await self._free_target_lanes(conn, family, token, [c.id for c, _ in finished])
+        await self._move_lanes(
+            conn,
+            family,
+            [
+                _LaneHead(c.id, c.queue_class, c.lane_key, c.lane_seq or 0, o.state in PARKED)
+                for c, o in finished
+                if c.lane_key and o.state != PENDING
+            ],
+        )
         return {c.id for c, _ in results} - written
 
     async def _written(
@@ -501,42 +516,38 @@ class WorkStore:
         )
         return {r[0] for r in rows}
 
-    async def _after_finish(
-        self,
-        conn: AsyncConnection,
-        family: str,
-        token: str,
-        finished: Sequence[tuple[Claimed, Outcome]],
+    async def _free_target_lanes(
+        self, conn: AsyncConnection, family: str, token: str, holder_ids: Sequence[str]
     ) -> None:
-        """Release target lanes; advance source lanes past finished heads (a retry keeps the
-        lane blocked, a dead or unknown head halts it unless the queue skips)."""
-        if not finished:
+        """Release the target lanes these items hold under `token` (none held: no-op)."""
+        if not holder_ids:
             return
-        lanes, targets = self.t.source_lanes, self.t.target_lanes
-        released = [c.id for c, _ in finished if c.target_key]
-        if released:
-            await conn.execute(
-                update(targets)
-                .where(
-                    targets.c.family == family,
-                    targets.c.holder_token == token,
-                    targets.c.holder_id.in_(released),
-                )
-                .values(holder_id=None, holder_token=None, lease_until=None)
+        targets = self.t.target_lanes
+        await conn.execute(
+            update(targets)
+            .where(
+                targets.c.family == family,
+                targets.c.holder_token == token,
+                targets.c.holder_id.in_(list(holder_ids)),
             )
-        laned = [(c, o) for c, o in finished if c.lane_key and o.state != PENDING]
-        if not laned:
+            .values(holder_id=None, holder_token=None, lease_until=None)
+        )
+
+    async def _move_lanes(
+        self, conn: AsyncConnection, family: str, heads: Sequence[_LaneHead]
+    ) -> None:
+        """Source lanes past their finished heads: a succeeded (or cancelled) head advances its
+        lane; a dead or unknown one halts it unless the queue skips."""
+        if not heads:
             return
-        skipping = await self._lane_policies(conn, family, {c.queue_class for c, _ in laned})
+        lanes = self.t.source_lanes
+        skipping = await self._lane_policies(conn, family, {h.queue_class for h in heads})
         advance, halt = [], []
-        for claimed, outcome in laned:
-            parked = outcome.state in PARKED or (
-                outcome.state == PENDING  # a retry that ran out of attempts is dead
-            )
-            if parked and not skipping.get(claimed.queue_class, False):
-                halt.append({"b_key": claimed.lane_key, "b_id": claimed.id})
+        for head in heads:
+            if head.parked and not skipping.get(head.queue_class, False):
+                halt.append({"b_key": head.lane_key, "b_id": head.id})
             else:
-                advance.append({"b_key": claimed.lane_key, "b_seq": claimed.lane_seq})
+                advance.append({"b_key": head.lane_key, "b_seq": head.lane_seq})
         if advance:
             await conn.execute(
                 update(lanes)
@@ -574,7 +585,7 @@ class WorkStore:
         """Expired `processing` rows go back to `pending` (CAS on their old token, so a
         concurrent sweep or a late renewal cannot double it); an item whose lease expired on
         its last attempt is dead. Their target lanes are freed. Returns the number reclaimed."""
-        items, targets = self.t.items, self.t.target_lanes
+        items = self.t.items
         now = db_now_ms()
         expired = list(
             await conn.execute(
@@ -633,37 +644,17 @@ class WorkStore:
                 continue
             count += 1
             if row[7]:
-                await conn.execute(
-                    update(targets)
-                    .where(
-                        targets.c.family == family,
-                        targets.c.holder_id == row[0],
-                        targets.c.holder_token == row[1],
-                    )
-                    .values(holder_id=None, holder_token=None, lease_until=None)
-                )
+                await self._free_target_lanes(conn, family, row[1], [row[0]])
             if exhausted and row[4]:
-                claimed = Claimed(
-                    id=row[0],
-                    family=family,
-                    queue_class=row[6],
-                    token=row[1],
-                    epoch=0,
-                    attempt=int(row[2]),
-                    max_attempts=int(row[3]),
-                    payload="",
-                    lane_key=row[4],
-                    lane_seq=int(row[5]),
-                    target_key=row[7],
-                )
-                await self._after_finish(conn, family, row[1], [(claimed, Outcome(DEAD))])
+                head = _LaneHead(row[0], row[6], row[4], int(row[5]), parked=True)
+                await self._move_lanes(conn, family, [head])
         return count
 
     async def release(
         self, conn: AsyncConnection, family: str, token: str, ids: Sequence[str]
     ) -> None:
         """Give unfinished items back (graceful drain): pending now, attempt kept."""
-        items, targets = self.t.items, self.t.target_lanes
+        items = self.t.items
         if not ids:
             return
         await conn.execute(
@@ -671,15 +662,7 @@ class WorkStore:
             .where(self._held(ids, token))
             .values(state=PENDING, run_after=db_now_ms(), lease_owner=None, lease_until=None)
         )
-        await conn.execute(
-            update(targets)
-            .where(
-                targets.c.family == family,
-                targets.c.holder_token == token,
-                targets.c.holder_id.in_(list(ids)),
-            )
-            .values(holder_id=None, holder_token=None, lease_until=None)
-        )
+        await self._free_target_lanes(conn, family, token, ids)
 
     # ------------------------------------------------------------------ statistics
     async def counts(self, conn: AsyncConnection) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from nexus.platform.workqueue.store import (
     Claimed,
     Outcome,
     WorkStore,
+    effective,
 )
 
 log = get_logger(__name__)
@@ -304,7 +305,8 @@ class Worker:
             outcome = self._failure(claimed, exc.failure_class, str(exc), exc.delay_ms)
         except Exception as exc:  # noqa: BLE001 - any handler error: its class only, never text
             outcome = self._failure(claimed, RETRYABLE, f"unexpected {type(exc).__name__}", None)
-        if not self._live.get(claimed.id, _Live(claimed, lost=True)).lost:
+        live = self._live.get(claimed.id)
+        if live is not None and not live.lost:
             self._results.put_nowait((claimed, outcome))
 
     def _failure(
@@ -385,9 +387,7 @@ class Worker:
             if claimed.id in lost:
                 self.stats.lost += 1
                 continue
-            state = outcome.state
-            if state == PENDING and claimed.attempt >= claimed.max_attempts:
-                state = DEAD
+            state = effective(claimed, outcome).state
             if state == PENDING:
                 self.stats.retried += 1
             elif state == DEAD:

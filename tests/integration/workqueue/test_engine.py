@@ -19,6 +19,7 @@ from nexus.platform.workqueue.store import (
     PENDING,
     PROCESSING,
     SUCCEEDED,
+    SUCCESS,
     Claimed,
     NewItem,
     QueuePolicy,
@@ -143,8 +144,6 @@ async def test_a_lost_lease_cannot_renew_or_finish(queue: Queue) -> None:
     assert second.attempt == 2  # attempts never go back
     async with queue.engine.begin() as conn:
         assert await store.renew(conn, family, epoch, first.token, [item_id]) == {item_id}
-        from nexus.platform.workqueue.store import SUCCESS  # noqa: PLC0415
-
         assert await store.finish(conn, family, epoch, first.token, [(first, SUCCESS)]) == {item_id}
         row = (await queue.rows(family))[item_id]
         assert row["state"] == PROCESSING
@@ -282,7 +281,6 @@ async def test_transfer_waits_for_in_flight_items_then_fences_the_old_owner(
         await transfer(queue.engine, queue.tables, family, "new", timeout_s=0.3, poll_s=0.05)
     async with queue.engine.begin() as conn:  # the failed transfer re-admitted the old owner
         assert family in await old.admitted_families(conn)
-    from nexus.platform.workqueue.store import SUCCESS  # noqa: PLC0415
 
     async def finish_later() -> None:
         await asyncio.sleep(0.2)
@@ -335,3 +333,39 @@ async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Que
     assert {rows[i]["state"] for i in ids} == {PENDING}
     assert {rows[i]["attempt"] for i in ids} == {1}
     assert {rows[i]["lease_until"] for i in ids} == {None}
+
+
+async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_policy(
+    queue: Queue,
+) -> None:
+    skipping, halting = queue.family(), queue.family()
+    skip_ids = await queue.enqueue(
+        [NewItem(skipping, "default", str(i), lane_key="lane") for i in range(3)],
+        policy=QueuePolicy(max_attempts=2, lane_policy="skip"),
+    )
+    halt_ids = await queue.enqueue(
+        [NewItem(halting, "default", str(i), lane_key="lane") for i in range(3)],
+        policy=QueuePolicy(max_attempts=2),
+    )
+
+    async def handler(item: Claimed) -> None:
+        if item.payload == "0":
+            raise Retryable("never works", delay_ms=0)
+
+    async def settled() -> bool:
+        skip_rows, halt_rows = await queue.rows(skipping), await queue.rows(halting)
+        return all(skip_rows[i]["state"] == SUCCEEDED for i in skip_ids[1:]) and (
+            halt_rows[halt_ids[0]]["state"] == DEAD
+        )
+
+    worker = Worker(queue.engine, queue.store(), handler, fast())
+    await run_until(worker, settled)
+    skip_rows, halt_rows = await queue.rows(skipping), await queue.rows(halting)
+    assert (skip_rows[skip_ids[0]]["state"], skip_rows[skip_ids[0]]["attempt"]) == (DEAD, 2)
+    assert {halt_rows[i]["state"] for i in halt_ids[1:]} == {PENDING}
+    lanes = queue.tables.source_lanes
+    async with reading(queue.engine) as conn:
+        halted_by = (
+            await conn.execute(select(lanes.c.halted_by).where(lanes.c.family == halting))
+        ).scalar_one()
+    assert halted_by == halt_ids[0]
