@@ -167,27 +167,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- migrate
 
 
-async def _migrate(settings: Settings, services: Sequence[LogicalService]) -> list[str]:
+@asynccontextmanager
+async def _service_engine(
+    settings: Settings, service: LogicalService, application_name: str
+) -> AsyncIterator[AsyncEngine]:
+    """An engine on one service's database for one command, disposed at the end."""
     from nexus.platform.db import create_engine
+
+    engine = create_engine(
+        settings.database_url(service),
+        application_name=application_name,
+        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+    )
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+async def _migrate(settings: Settings, services: Sequence[LogicalService]) -> list[str]:
     from nexus.platform.migrations import upgrade_to_head
 
     lines = []
     for service in services:
-        engine = create_engine(
-            settings.database_url(service),
-            application_name="nexus-migrate",
-            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
-            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-        )
-        try:
-            state = await upgrade_to_head(engine, service)
-        except Exception as exc:  # noqa: BLE001  (every failure becomes one clear line)
-            raise CliError(
-                f"{service.value}: migration failed ({type(exc).__name__}: {_safe(exc)})",
-                EXIT_FAILURE,
-            ) from None
-        finally:
-            await engine.dispose()
+        async with _service_engine(settings, service, "nexus-migrate") as engine:
+            try:
+                state = await upgrade_to_head(engine, service)
+            except Exception as exc:  # noqa: BLE001  (every failure becomes one clear line)
+                raise CliError(
+                    f"{service.value}: migration failed ({type(exc).__name__}: {_safe(exc)})",
+                    EXIT_FAILURE,
+                ) from None
         lines.append(f"{service.value}: {state.describe()}")
     return lines
 
@@ -317,18 +328,10 @@ def _wait_until_ready(
 
 @asynccontextmanager
 async def _runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    from nexus.platform.db import create_engine, session_factory
+    from nexus.platform.db import session_factory
 
-    engine = create_engine(
-        settings.database_url(LogicalService.RUNTIME),
-        application_name="nexus-admin",
-        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
-        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-    )
-    try:
+    async with _service_engine(settings, LogicalService.RUNTIME, "nexus-admin") as engine:
         yield session_factory(engine)
-    finally:
-        await engine.dispose()
 
 
 async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
@@ -498,22 +501,6 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- metadata
 
 
-@asynccontextmanager
-async def _runtime_engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
-    from nexus.platform.db import create_engine
-
-    engine = create_engine(
-        settings.database_url(LogicalService.RUNTIME),
-        application_name="nexus-metadata",
-        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
-        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-    )
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
-
-
 def cmd_metadata_apply(args: argparse.Namespace) -> int:
     import yaml
 
@@ -530,7 +517,7 @@ def cmd_metadata_apply(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read {args.file}: {type(exc).__name__}: {_safe(exc)}") from None
 
     async def run() -> Any:
-        async with _runtime_engine(settings) as engine:
+        async with _service_engine(settings, LogicalService.RUNTIME, "nexus-metadata") as engine:
             org_id = args.org_id or await _first_org_id(engine)
             return await apply_metadata(
                 engine, org_id=org_id, raw=raw, failpoint=settings.core.failpoint
@@ -572,7 +559,7 @@ def cmd_metadata_resume(args: argparse.Namespace) -> int:
     settings = load_settings()
 
     async def run() -> list[str]:
-        async with _runtime_engine(settings) as engine:
+        async with _service_engine(settings, LogicalService.RUNTIME, "nexus-metadata") as engine:
             return await resume_staged(engine)
 
     done = asyncio.run(run())
@@ -589,7 +576,7 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
     settings = load_settings()
 
     async def run() -> dict[str, int]:
-        async with _runtime_engine(settings) as engine:
+        async with _service_engine(settings, LogicalService.RUNTIME, "nexus-metadata") as engine:
             org_id = args.org_id or await _first_org_id(engine)
             sessions = session_factory(engine)
             cache = MetadataCache()
@@ -614,22 +601,6 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- integration
-
-
-@asynccontextmanager
-async def _integration_engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
-    from nexus.platform.db import create_engine
-
-    engine = create_engine(
-        settings.database_url(LogicalService.INTEGRATION),
-        application_name="nexus-integration-admin",
-        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
-        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-    )
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 def _read_route_file(path: str) -> Any:
@@ -664,7 +635,9 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_FAILURE) from None
 
     async def run() -> list[Any]:
-        async with _integration_engine(settings) as engine:
+        async with _service_engine(
+            settings, LogicalService.INTEGRATION, "nexus-integration-admin"
+        ) as engine:
             return await apply_routes(engine, org_id=org_id, route_file=route_file)
 
     try:
@@ -704,7 +677,9 @@ def cmd_hooks_send(args: argparse.Namespace) -> int:
     else:
 
         async def lookup() -> RouteDeclaration | None:
-            async with _integration_engine(settings) as engine:
+            async with _service_engine(
+                settings, LogicalService.INTEGRATION, "nexus-integration-admin"
+            ) as engine:
                 found = await find_route(
                     engine,
                     org_id=settings.integration.integration_org_id,
