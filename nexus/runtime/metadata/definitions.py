@@ -567,6 +567,17 @@ def relationship(obj: ObjectDef, name: str) -> FieldDef | None:
     )
 
 
+#: the system fields a formula may read: formula path -> (stored column, formula type)
+FORMULA_SYSTEM_FIELDS = {
+    "id": ("id", "text"),
+    "ownerid": ("owner_id", "text"),
+    "createdbyid": ("created_by_id", "text"),
+    "lastmodifiedbyid": ("last_modified_by_id", "text"),
+    "createddate": ("created_date", "datetime"),
+    "lastmodifieddate": ("last_modified_date", "datetime"),
+}
+
+
 def _own_formula_types(obj: ObjectDef) -> dict[str, str]:
     """The stored fields of `obj` a formula may reference, with their formula types (formula
     fields are not referenceable, so formulas cannot depend on one another)."""
@@ -575,16 +586,7 @@ def _own_formula_types(obj: ObjectDef) -> dict[str, str]:
         for f in obj.all_fields()
         if f.type != "formula"
     }
-    types.update(
-        {
-            "id": "text",
-            "ownerid": "text",
-            "createdbyid": "text",
-            "lastmodifiedbyid": "text",
-            "createddate": "datetime",
-            "lastmodifieddate": "datetime",
-        }
-    )
+    types.update({path: kind for path, (_, kind) in FORMULA_SYSTEM_FIELDS.items()})
     return types
 
 

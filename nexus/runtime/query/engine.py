@@ -29,6 +29,7 @@ from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (
+    FORMULA_SYSTEM_FIELDS,
     MAX_RELATIONSHIP_DEPTH,
     USER_FIELDS,
     USER_RELATIONSHIPS,
@@ -516,8 +517,13 @@ def _source(plan: _Plan) -> Any:
     return source
 
 
-#: the formula context key holding the user id behind each user relationship
-_USER_KEYS = {"owner": "ownerid", "createdby": "createdbyid", "lastmodifiedby": "lastmodifiedbyid"}
+#: the formula path holding the user id behind each user relationship (`owner` -> `ownerid`)
+_USER_KEYS = {
+    relation: path
+    for relation, column in USER_RELATIONSHIPS.items()
+    for path, (stored, _) in FORMULA_SYSTEM_FIELDS.items()
+    if stored == column
+}
 
 
 async def load_parent_paths(

@@ -42,6 +42,7 @@ from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import InvalidValue, coerce
+from nexus.runtime.records.read import own_formula_values
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
 from nexus.runtime.search.index import index_changes
@@ -298,16 +299,6 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
                 w.values[column] = default
 
 
-_SYSTEM_PATHS = {
-    "id": "id",
-    "ownerid": "owner_id",
-    "createdbyid": "created_by_id",
-    "lastmodifiedbyid": "last_modified_by_id",
-    "createddate": "created_date",
-    "lastmodifieddate": "last_modified_date",
-}
-
-
 async def _apply_logic(ctx: _Context, obj: ObjectDef, batch: list[tuple[_Work, Any]]) -> None:
     """Before-save flows (in order, once each: no recursion), then required fields, then
     every active validation rule, all failures reported together. Parent paths the formulas
@@ -335,12 +326,7 @@ def _formula_context(ctx: _Context, w: _Work, old: Any | None) -> Context:
     values: dict[str, Any] = {}
     prior: dict[str, Any] | None = None
     if old is not None:
-        prior = {
-            f.api_name.lower(): old[column_name(f.api_name)]
-            for f in obj.all_fields()
-            if f.type != "formula"
-        }
-        prior.update({path: old[column] for path, column in _SYSTEM_PATHS.items()})
+        prior = own_formula_values(obj, old)
         values.update(prior)
     else:  # what the insert will set
         values.update(

@@ -15,7 +15,7 @@ from nexus.platform.ids import to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
 from nexus.runtime.formula.nodes import Context
-from nexus.runtime.metadata.definitions import ObjectDef
+from nexus.runtime.metadata.definitions import FORMULA_SYSTEM_FIELDS, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import formula_wire, to_wire, wire_datetime
@@ -79,11 +79,21 @@ def project(
 
 
 async def formula_values(
-    session: AsyncSession, view: MetadataView, obj: ObjectDef, row: Any
+    session: AsyncSession,
+    view: MetadataView,
+    obj: ObjectDef,
+    row: Any,
+    fields: list[str] | None = None,
 ) -> dict[str, Any]:
-    """What the formula fields of `obj` read for one stored row, parent paths included."""
+    """What the formula fields of `obj` (those in `fields`, or all) read for one stored row,
+    parent paths included: a read that shows no parent-path formula costs no extra query."""
     values = own_formula_values(obj, row)
-    formulas = view.formula_fields.get(obj.api_name.lower(), {}).values()
+    wanted = None if fields is None else {n.lower() for n in fields}
+    formulas = [
+        formula
+        for name, formula in view.formula_fields.get(obj.api_name.lower(), {}).items()
+        if wanted is None or name.lower() in wanted
+    ]
     paths = {p for formula in formulas for p in formula.paths if "." in p}
     if paths:
         await load_parent_paths(session, view, obj, [values], paths)
@@ -91,21 +101,13 @@ async def formula_values(
 
 
 def own_formula_values(obj: ObjectDef, row: Any) -> dict[str, Any]:
+    """What formulas read of a stored row itself: its stored fields and system fields."""
     values = {
         f.api_name.lower(): row[column_name(f.api_name)]
         for f in obj.all_fields()
         if f.type != "formula"
     }
-    values.update(
-        {
-            "id": row["id"],
-            "ownerid": row["owner_id"],
-            "createdbyid": row["created_by_id"],
-            "lastmodifiedbyid": row["last_modified_by_id"],
-            "createddate": row["created_date"],
-            "lastmodifieddate": row["last_modified_date"],
-        }
-    )
+    values.update({path: row[column] for path, (column, _) in FORMULA_SYSTEM_FIELDS.items()})
     return values
 
 
@@ -156,7 +158,7 @@ async def read_selected(
     if row is None:
         log.info("records.not_visible_or_absent", object=obj.api_name, record_id=record_id)
         raise RecordNotFound("no such record")
-    values = await formula_values(session, view, obj, row)
+    values = await formula_values(session, view, obj, row, fields)
     return project(view, access, obj, row, fields, formula_values=values)
 
 
