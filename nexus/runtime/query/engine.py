@@ -113,7 +113,7 @@ class _Plan:
     pages: dict[tuple[int, int], Any] = field(default_factory=dict)  # (offset, limit) -> stmt
 
 
-class _Compiler:
+class Compiler:
     def __init__(
         self, view: MetadataView, access: CallerAccess, *, include_deleted: bool, dialect: str
     ) -> None:
@@ -457,7 +457,7 @@ def _rebind(predicate: ColumnElement[bool], table: Any, alias: Any) -> ColumnEle
 # -------------------------------------------------------------------- execution
 
 
-def _statement(compiler: _Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any]]:
+def compile_select(compiler: Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any]]:
     obj = compiler.object(query.object, query.object_position)
     alias = compiler.alias(obj)
     plan = _Plan(obj=obj, table=alias)
@@ -557,7 +557,7 @@ async def load_parent_paths(
             if lookup is None or parent is None:  # pragma: no cover - checked at save time
                 raise SoqlError(f"no relationship {first!r} on {obj.api_name}")
             key = column_name(lookup.api_name)
-            compiler = _Compiler(
+            compiler = Compiler(
                 view, CallerAccess.system(view.org_id), include_deleted=False, dialect=dialect
             )
             plan = _Plan(obj=parent, table=compiler.alias(parent))
@@ -579,7 +579,7 @@ async def load_parent_paths(
 
 #: Compiled statements by (query, metadata revision, caller access, day): a caller's access
 #: object changes with the SecurityEpoch, a view with the metadata revision.
-_PLANS: dict[tuple[Any, ...], tuple[CallerAccess, _Compiler, _Plan, SqlSelect[Any]]] = {}
+_PLANS: dict[tuple[Any, ...], tuple[CallerAccess, Compiler, _Plan, SqlSelect[Any]]] = {}
 
 
 _Projector = Callable[[Any], dict[str, Any]]
@@ -631,7 +631,7 @@ class _Shape:
         return record if present or self.root else None
 
 
-def _projector(plan: _Plan) -> _Projector:
+def projector(plan: _Plan) -> _Projector:
     """The row -> record function for one plan, every per-column decision made once."""
     types = {
         tuple(key[1:]): (obj.api_name if obj is not None else "User")
@@ -680,8 +680,8 @@ async def run_query(
     key = (soql, include_deleted, dialect, view.org_id, view.revision, id(access), date.today())
     cached = _PLANS.get(key)
     if cached is None or cached[0] is not access:
-        compiler = _Compiler(view, access, include_deleted=include_deleted, dialect=dialect)
-        plan, stmt = _statement(compiler, query)
+        compiler = Compiler(view, access, include_deleted=include_deleted, dialect=dialect)
+        plan, stmt = compile_select(compiler, query)
         if len(_PLANS) > 512:
             _PLANS.clear()
         _PLANS[key] = (access, compiler, plan, stmt)
@@ -717,7 +717,7 @@ async def run_query(
         )
     else:
         total = start + len(rows)
-    project = _projector(plan)
+    project = projector(plan)
     records = [project(row) for row in rows]
     observed = int(rows[0][-1]) if rows and rows[0][-1] is not None else None
     for child in query.children:
@@ -727,7 +727,7 @@ async def run_query(
 
 async def _attach_children(
     session: AsyncSession,
-    compiler: _Compiler,
+    compiler: Compiler,
     plan: _Plan,
     child: Select,
     records: list[dict[str, Any]],
@@ -756,13 +756,13 @@ async def _attach_children(
         where=child.where,
         order=child.order,
     )
-    child_plan, stmt = _statement(compiler, sub)
+    child_plan, stmt = compile_select(compiler, sub)
     fk_column = child_plan.table.c[column_name(fk.api_name)]
     ids = [r["Id"] for r in records]
     stmt = stmt.add_columns(fk_column.label("parent_fk"))
     stmt = stmt.where(fk_column.in_(ids)) if ids else stmt.where(false_clause())
     grouped: dict[str, list[dict[str, Any]]] = {}
-    project = _projector(child_plan)
+    project = projector(child_plan)
     for row in await session.execute(stmt):
         grouped.setdefault(row[-1], []).append(project(row))
     limit = child.limit

@@ -1,6 +1,6 @@
 """SOSL (`FIND {term} RETURNING ...`) and the UI's term search over the search index.
 
-Each RETURNING item is compiled by the SOQL compiler (`_statement`: object permission, FLS on
+Each RETURNING item is compiled by the SOQL compiler (`compile_select`: object permission, FLS on
 fields, WHERE and ORDER BY, the caller's row predicate and the deleted filter), then
 restricted to the records the index matches and ordered by relevance. Permission logic
 lives only in the SOQL compiler; this module adds the text match and the rank.
@@ -44,7 +44,7 @@ from nexus.runtime.access import CallerAccess
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
-from nexus.runtime.query.engine import _Compiler, _projector, _statement
+from nexus.runtime.query.engine import Compiler, compile_select, projector
 from nexus.runtime.query.parser import Path, Search, Select, SoqlError, parse_sosl
 from nexus.runtime.search.index import searchable_fields
 
@@ -192,7 +192,7 @@ async def run_search(
     if not words:
         return []
     dialect = session.get_bind().dialect.name
-    compiler = _Compiler(view, access, include_deleted=False, dialect=dialect)
+    compiler = Compiler(view, access, include_deleted=False, dialect=dialect)
     specs = []
     for spec in search.returning:
         obj = compiler.object(spec.object, spec.object_position)
@@ -242,14 +242,14 @@ async def run_search(
             .group_by(scored.c.record_id)
             .subquery("search_hits")
         )
-        plan, stmt = _statement(compiler, spec)
+        plan, stmt = compile_select(compiler, spec)
         stmt = stmt.add_columns(matches.c.rank.label("search_rank")).where(
             plan.table.c.id == matches.c.record_id
         )
         if not spec.order:
             stmt = stmt.order_by(None).order_by(matches.c.rank.desc(), plan.table.c.id)
         stmt = stmt.limit(min(spec.limit or limit, limit))
-        project = _projector(plan)
+        project = projector(plan)
         for position, row in enumerate(await session.execute(stmt)):
             hits.append(_Hit(float(row[-1] or 0), number, position, project(row)))
     if any(spec.order for spec, _, _ in specs):
