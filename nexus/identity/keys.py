@@ -8,7 +8,6 @@ successor appeared); then they drop out of the key set and out of the JWKS.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from itertools import pairwise
@@ -18,6 +17,8 @@ from typing import Any
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet, RSAKey
+
+from nexus.platform.files import write_private
 
 ALGORITHM = "RS256"
 KEY_DIR_NAME = "identity-keys"
@@ -54,14 +55,8 @@ def generate_key(directory: Path, *, now_ms: int | None = None) -> str:
     kid = key.thumbprint()
     created = now_ms if now_ms is not None else int(time.time() * 1000)
     path = directory / f"{created:013d}-{kid}.pem"
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key.as_pem(private=True))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.link(tmp, path)
-    tmp.unlink()
+    if not write_private(path, key.as_pem(private=True), replace=False):
+        raise FileExistsError(path.name)
     return kid
 
 

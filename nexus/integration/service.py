@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +26,7 @@ from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
 from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
 from nexus.integration.signatures import WebhookRequest, verify
 from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.files import write_private
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
 
@@ -273,11 +273,5 @@ def _keep_body(var_dir: Path, sha256: str, body: bytes) -> str:
     path = var_dir / relative
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{sha256}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(body)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
+        write_private(path, body, replace=True)
     return f"var:{relative.as_posix()}"

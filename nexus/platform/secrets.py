@@ -7,10 +7,10 @@ logged; only names are.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from nexus.platform.files import write_private
 from nexus.platform.observability import get_logger
 from nexus.platform.settings import Settings, SettingsError
 from nexus.platform.workload import (
@@ -76,11 +76,7 @@ def write_webhook_secret(var_dir: Path, ref: str, value: str) -> Path:
     for directory in (secrets_dir(var_dir), path.parent):
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
-    tmp = path.with_name(f".{ref}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(value.strip("\n") + "\n")
-    tmp.replace(path)
+    write_private(path, (value.strip("\n") + "\n").encode(), replace=True)
     log.info("secrets.webhook_secret_stored", ref=ref)
     return path
 

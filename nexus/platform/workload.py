@@ -8,7 +8,6 @@ receiver (for Runtime: Identity), never by the caller.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Iterable
@@ -16,6 +15,8 @@ from pathlib import Path
 
 from joserfc import jwt
 from joserfc.jwk import ECKey
+
+from nexus.platform.files import write_private
 
 WORKLOAD_HEADER = "x-nexus-workload"
 DELEGATION_HEADER = "x-nexus-delegation"
@@ -33,21 +34,6 @@ def workload_key_dir(secrets_dir: Path) -> Path:
     return secrets_dir / "workload"
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def ensure_workload_keys(directory: Path, names: Iterable[str]) -> list[str]:
     """Create a key pair for each workload that has none; returns the names created."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -58,7 +44,7 @@ def ensure_workload_keys(directory: Path, names: Iterable[str]) -> list[str]:
         if private.exists():
             continue
         key = ECKey.generate_key("P-256", private=True)
-        _write_private(private, key.as_pem(private=True))
+        write_private(private, key.as_pem(private=True), replace=False)
         (directory / f"{name}.pub").write_bytes(key.as_pem(private=False))
         created.append(name)
     return created
