@@ -70,6 +70,11 @@ class OutcomeUnknown(WorkFailed):
     failure_class = UNKNOWN
 
 
+class LeaseLost(Exception):
+    """Raised by `Worker.complete_in` when the item's lease is no longer this holder's: the
+    handler's transaction must roll back (its effect is someone else's to make)."""
+
+
 @dataclass
 class WorkerSettings:
     concurrency: int = 64
@@ -104,6 +109,7 @@ class _Live:
     task: asyncio.Task[None] | None = None
     lost: bool = False
     finishing: bool = False  # its outcome is being written: the heartbeat leaves it alone
+    completed_in_handler: Outcome | None = None  # written in the handler's own transaction
 
 
 @dataclass
@@ -295,19 +301,56 @@ class Worker:
             stats.batch = min(settings.batch, stats.batch + max(1, settings.batch // 16))
 
     # ------------------------------------------------------------------ executors
+    async def complete_in(
+        self, conn: AsyncConnection, claimed: Claimed, outcome: Outcome = SUCCESS
+    ) -> None:
+        """Record `claimed`'s outcome inside the handler's own transaction (`conn`), so the
+        handler's effect and the completion commit together (effect once). Raises LeaseLost
+        when the lease is gone: the caller's transaction must then roll back."""
+        live = self._live.get(claimed.id)
+        if live is None or live.lost:
+            raise LeaseLost(claimed.id)
+        live.finishing = True
+        lost = await self.store.finish(
+            conn, claimed.family, claimed.epoch, claimed.token, [(claimed, outcome)]
+        )
+        if lost:
+            raise LeaseLost(claimed.id)
+        live.completed_in_handler = outcome
+
     async def _execute(self, claimed: Claimed) -> None:
         try:
             await self.handler(claimed)
             outcome = SUCCESS
         except asyncio.CancelledError:
             return  # the lease was lost or the process is draining: record nothing
+        except LeaseLost:
+            self._forget(claimed, lost=True)
+            return
         except WorkFailed as exc:
             outcome = self._failure(claimed, exc.failure_class, str(exc), exc.delay_ms)
         except Exception as exc:  # noqa: BLE001 - any handler error: its class only, never text
             outcome = self._failure(claimed, RETRYABLE, f"unexpected {type(exc).__name__}", None)
         live = self._live.get(claimed.id)
+        if live is not None and live.completed_in_handler is not None:
+            if outcome is SUCCESS:  # the handler's transaction committed its outcome
+                self._forget(claimed, lost=False, outcome=live.completed_in_handler)
+                return
+            live.completed_in_handler = None  # it raised after: that transaction rolled back
+            live.finishing = False
         if live is not None and not live.lost:
             self._results.put_nowait((claimed, outcome))
+
+    def _forget(self, claimed: Claimed, *, lost: bool, outcome: Outcome = SUCCESS) -> None:
+        """An item whose outcome needs no completer write: count it, free its slot."""
+        if self._live.pop(claimed.id, None) is None:
+            return
+        if lost:
+            self.stats.lost += 1
+            log.warning("work.lease_lost_at_completion", items=1)
+        else:
+            self._count(claimed, outcome)
+        self._slots.set()
 
     def _failure(
         self, claimed: Claimed, failure_class: str, message: str, delay_ms: int | None
@@ -387,18 +430,21 @@ class Worker:
             if claimed.id in lost:
                 self.stats.lost += 1
                 continue
-            state = effective(claimed, outcome).state
-            if state == PENDING:
-                self.stats.retried += 1
-            elif state == DEAD:
-                self.stats.dead += 1
-            elif state == OUTCOME_UNKNOWN:
-                self.stats.unknown += 1
-            else:
-                self.stats.succeeded += 1
+            self._count(claimed, outcome)
         if lost:
             log.warning("work.lease_lost_at_completion", items=len(lost))
         self._slots.set()
+
+    def _count(self, claimed: Claimed, outcome: Outcome) -> None:
+        state = effective(claimed, outcome).state
+        if state == PENDING:
+            self.stats.retried += 1
+        elif state == DEAD:
+            self.stats.dead += 1
+        elif state == OUTCOME_UNKNOWN:
+            self.stats.unknown += 1
+        else:
+            self.stats.succeeded += 1
 
     # ------------------------------------------------------------------ heartbeat
     async def _heartbeat_loop(self) -> None:

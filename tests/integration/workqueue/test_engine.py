@@ -369,3 +369,43 @@ async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_
             await conn.execute(select(lanes.c.halted_by).where(lanes.c.family == halting))
         ).scalar_one()
     assert halted_by == halt_ids[0]
+
+
+async def test_an_effect_and_its_completion_commit_together(queue: Queue) -> None:
+    """`complete_in`: the handler's own write and the item's success are one transaction, so
+    a handler that fails after writing leaves neither (the retry then writes exactly once)."""
+    family = queue.family()
+    ids = await queue.enqueue([NewItem(family, "default", str(i)) for i in range(20)])
+    effects = queue.tables.families  # any table the test can write a marker row into
+    failed_once: set[str] = set()
+    worker: Worker
+
+    async def handler(item: Claimed) -> None:
+        async with queue.engine.begin() as conn:
+            await conn.execute(
+                effects.insert().values(
+                    family=f"fx-{item.id}",
+                    owner="fx",
+                    ownership_epoch=1,
+                    admitting=False,
+                    updated_at=0,
+                )
+            )
+            await worker.complete_in(conn, item)
+            if item.payload == "7" and item.id not in failed_once:
+                failed_once.add(item.id)
+                raise Retryable("the commit did not happen")  # rolls the effect back too
+
+    worker = Worker(queue.engine, queue.store(), handler, fast())
+    await run_until(worker, lambda: all_final(queue, family, 20))
+    rows = await queue.rows(family)
+    assert {r["state"] for r in rows.values()} == {SUCCEEDED}
+    async with reading(queue.engine) as conn:
+        marks = (
+            (await conn.execute(select(effects.c.family).where(effects.c.owner == "fx")))
+            .scalars()
+            .all()
+        )
+    assert sorted(marks) == sorted(f"fx-{i}" for i in ids)  # each effect exactly once
+    assert worker.stats.succeeded == 20
+    assert worker.stats.retried == 1
