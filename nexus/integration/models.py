@@ -21,6 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from nexus.platform.workqueue.tables import work_tables
+
 metadata = MetaData()
 
 
@@ -103,4 +105,61 @@ ingress_receipt = Table(
     Index(
         "ix_ingress_receipt_router", "org_id", "router_status", "next_attempt_at_ms", "receipt_id"
     ),
+)
+
+#: ConnectorOutboxEvent: immutable, one per routed receipt (or several when a route fans out).
+#: `event_id` is derived from (receipt, ordinal), so a re-run of the router cannot duplicate.
+connector_event = Table(
+    "integration_connector_event",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("event_id", String(40), primary_key=True),
+    Column("receipt_id", String(32), nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("installed_pack_id", String(64), nullable=False),
+    Column("pack_generation", Integer, nullable=False),
+    Column("connector", String(64), nullable=False),
+    Column("route_key", String(64), nullable=False),
+    Column("route_version", Integer, nullable=False),
+    Column("event_kind", String(128), nullable=True),
+    Column("source_object_kind", String(128), nullable=True),
+    Column("source_object_id", String(191), nullable=True),
+    Column("idempotency_key", String(191), nullable=False),
+    Column("delivery_seq", BigInteger, nullable=False),
+    Column("payload_sha256", String(64), nullable=False),
+    Column("parse_outcome", String(16), nullable=False),  # parsed | unparsable | no_command
+    Column("command", Text, nullable=True),  # the mapped Runtime command (JSON)
+    Column("correlation", Text, nullable=False),  # JSON: safe ids only
+    Column("created_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("org_id", "receipt_id", "ordinal", name="uq_connector_event_receipt"),
+)
+
+#: ConnectorWorkItem: the work engine's tables (family = installed pack id).
+work = work_tables(metadata, "integration_work")
+
+#: Which WorkItem carries which event: unique (event_id, work_type); the DLQ joins through it.
+event_work = Table(
+    "integration_event_work",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("event_id", String(40), primary_key=True),
+    Column("work_type", String(32), primary_key=True),
+    Column("work_id", String(36), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("work_id", name="uq_event_work_item"),
+)
+
+#: Operator actions (replay, skip, purge): who, what, when, with what result. Never payloads.
+operator_audit = Table(
+    "integration_operator_audit",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("audit_id", String(32), primary_key=True),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("target", String(191), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", Text, nullable=True),
+    Index("ix_integration_operator_audit_at", "org_id", "at_ms"),
 )

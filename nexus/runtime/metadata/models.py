@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text
+
+from nexus.platform.workqueue.tables import work_tables
 
 metadata = MetaData()
 
@@ -125,4 +127,60 @@ search_index = Table(
     Index("ix_search_index_object", "org_id", "object_name", "record_id"),
     Index("ft_search_index_content", "content", mysql_prefix="FULLTEXT"),
     info={"virtual_on_sqlite": True},
+)
+
+# ------------------------------------------------------------------ asynchronous work
+
+#: The command inbox (`AcceptCommand`, executed by runtime-worker) and the outbox (after-save
+#: flow actions, written in the mutation transaction): work-engine tables in Runtime's database.
+inbox = work_tables(metadata, "runtime_inbox")
+outbox = work_tables(metadata, "runtime_outbox")
+
+#: The inbox dedupe boundary: one row per accepted message key (source service + message id).
+inbox_message = Table(
+    "runtime_inbox_message",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("message_key", String(191), primary_key=True),
+    Column("work_id", String(36), nullable=False),
+    Column("command_sha256", String(64), nullable=False),  # same key, other command: refused
+    Column("accepted_at_ms", BigInteger, nullable=False),
+)
+
+#: Which user a calling workload's commands run as, per org (set by an administrator).
+workload_binding = Table(
+    "runtime_workload_binding",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("workload", String(64), primary_key=True),
+    Column("user_id", String(18), nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+)
+
+#: Outbound webhook endpoints (operator-controlled bindings; flows name them, never URLs).
+#: The signing secret lives in the secrets store under `secret_ref`.
+outbound_endpoint = Table(
+    "runtime_outbound_endpoint",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("url", String(2048), nullable=False),
+    Column("secret_ref", String(64), nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+)
+
+#: Operator actions on Runtime work (replay, skip, purge): who, what, when, with what result.
+operator_audit = Table(
+    "runtime_operator_audit",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("audit_id", String(32), primary_key=True),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("target", String(191), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", Text, nullable=True),
+    Index("ix_runtime_operator_audit_at", "org_id", "at_ms"),
 )
