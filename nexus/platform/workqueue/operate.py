@@ -17,7 +17,7 @@ item); an item whose lane moved past it (a `skip`-policy lane) rejoins its lane 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,10 +91,13 @@ class Done:
     refused: list[Refused]
 
 
-def parked_select(t: WorkTables, filters: Filters, *columns: Any) -> Select[Any]:
-    """Parked items (plus `columns` of tables a caller joins on) through the claim index,
-    ordered by when they parked (`finished_at`, then id). Callers add joins and a limit."""
-    items, queues, lanes = t.items, t.queues, t.source_lanes
+def parked_select(
+    t: WorkTables, filters: Filters, family: str, queue_class: str, *columns: Any
+) -> Select[Any]:
+    """Parked items of one queue (plus `columns` of tables a caller joins on), one range of
+    the claim index per parked state, ordered by when they parked (`finished_at`, then id).
+    Callers add joins; `page` adds the cursor and the limit."""
+    items, lanes = t.items, t.source_lanes
     query = (
         select(
             items.c.id,
@@ -112,24 +115,18 @@ def parked_select(t: WorkTables, filters: Filters, *columns: Any) -> Select[Any]
             *columns,
         )
         .select_from(
-            queues.join(
-                items,
-                and_(
-                    items.c.family == queues.c.family,
-                    items.c.queue_class == queues.c.queue_class,
-                    items.c.state.in_(sorted(filters.states)),
-                ),
-            ).outerjoin(
+            items.outerjoin(
                 lanes,
                 and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
             )
         )
+        .where(
+            items.c.family == family,
+            items.c.queue_class == queue_class,
+            items.c.state.in_(sorted(filters.states)),
+        )
         .order_by(items.c.finished_at, items.c.id)
     )
-    if filters.family is not None:
-        query = query.where(queues.c.family == filters.family)
-    if filters.queue_class is not None:
-        query = query.where(queues.c.queue_class == filters.queue_class)
     if filters.failure_class is not None:
         query = query.where(items.c.failure_class == filters.failure_class)
     if filters.since_ms is not None:
@@ -137,6 +134,36 @@ def parked_select(t: WorkTables, filters: Filters, *columns: Any) -> Select[Any]
     if filters.until_ms is not None:
         query = query.where(items.c.finished_at < filters.until_ms)
     return query
+
+
+async def page(
+    conn: AsyncConnection,
+    t: WorkTables,
+    filters: Filters,
+    build: Callable[[str, str], Select[Any]],
+    *,
+    cursor: tuple[int, str] | None,
+    limit: int,
+) -> list[Any]:
+    """One page of rows across queues: `build(family, queue_class)` gives each queue's query
+    (`parked_select`, perhaps joined further); every queue is read through its own index
+    range (the queues table is small) and the pages are merged by (finished_at, id). Rows
+    after `cursor` only; at most `limit`."""
+    queues = t.queues
+    keys = select(queues.c.family, queues.c.queue_class).order_by(
+        queues.c.family, queues.c.queue_class
+    )
+    if filters.family is not None:
+        keys = keys.where(queues.c.family == filters.family)
+    if filters.queue_class is not None:
+        keys = keys.where(queues.c.queue_class == filters.queue_class)
+    limit = min(limit, MAX_BATCH)
+    rows: list[Any] = []
+    for family, queue_class in list(await conn.execute(keys)):
+        query = build(family, queue_class).where(after(t, cursor)).limit(limit)
+        rows += list(await conn.execute(query))
+    rows.sort(key=lambda r: (r.finished_at or 0, r.id))
+    return rows[:limit]
 
 
 def after(t: WorkTables, cursor: tuple[int, str] | None) -> Any:
@@ -180,22 +207,20 @@ async def list_parked(
     *,
     cursor: tuple[int, str] | None = None,
     limit: int = 100,
+    halting_only: bool = False,
 ) -> list[Parked]:
     """One page of parked items in parking order; the next page starts after the last one's
     `(finished_at, id)`. A bulk action ("everything parked since T") pages this way with
-    `until_ms` = its own start, so an item that parks again meanwhile is not taken twice."""
-    query = parked_select(t, filters or Filters()).where(after(t, cursor))
-    rows = await conn.execute(query.limit(min(limit, MAX_BATCH)))
+    `until_ms` = its own start, so an item that parks again meanwhile is not taken twice.
+    `halting_only`: the heads of halted source lanes ("halted by <id>")."""
+    filters = filters or Filters()
+
+    def build(family: str, queue_class: str) -> Select[Any]:
+        query = parked_select(t, filters, family, queue_class)
+        return query.where(t.source_lanes.c.halted_by == t.items.c.id) if halting_only else query
+
+    rows = await page(conn, t, filters, build, cursor=cursor, limit=limit)
     return [to_parked(r) for r in rows]
-
-
-async def halted_lanes(
-    conn: AsyncConnection, t: WorkTables, filters: Filters | None = None, *, limit: int = 100
-) -> list[Parked]:
-    """Source lanes halted by a parked head, as their heads ("halted by <id>")."""
-    lanes = t.source_lanes
-    query = parked_select(t, filters or Filters()).where(lanes.c.halted_by == t.items.c.id)
-    return [to_parked(r) for r in await conn.execute(query.limit(min(limit, MAX_BATCH)))]
 
 
 # ---------------------------------------------------------------------- replay / skip

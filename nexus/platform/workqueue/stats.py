@@ -1,7 +1,7 @@
 """Queue statistics from indexed counts: depth per (family, queue class, state), in flight,
 and the age of the oldest pending item.
 
-One grouped statement, driven from the small queues table into the claim index `(family,
+One grouped statement per queue (the queues table is small) over the claim index `(family,
 queue_class, state, run_after, id)`: each (queue, state) is one index range, counted without
 touching the rows; `MIN(run_after)` of a pending range is its first entry; a `processing` row's
 `run_after` is its lease expiry, so "in flight" (a live lease) is the part of the processing
@@ -57,46 +57,41 @@ async def queue_stats(
 ) -> QueueStats:
     items, queues = t.items, t.queues
     now = int((await conn.execute(db_now_ms().select())).scalar_one())
-    rows = await conn.execute(
-        select(
-            queues.c.family,
-            queues.c.queue_class,
-            items.c.state,
-            func.count(),
-            func.sum(
-                case(
-                    (and_(items.c.state == PROCESSING, items.c.run_after >= now), 1),
-                    else_=0,
-                )
-            ),
-            func.min(items.c.run_after),
-        )
-        .select_from(
-            queues.join(
-                items,
-                and_(
-                    items.c.family == queues.c.family,
-                    items.c.queue_class == queues.c.queue_class,
-                    items.c.state.in_(sorted(states)),
+    found: dict[tuple[str, str, str], QueueCount] = {}
+    keys = select(queues.c.family, queues.c.queue_class)
+    for family, queue_class in list(await conn.execute(keys)):
+        rows = await conn.execute(
+            select(
+                items.c.state,
+                func.count(),
+                func.sum(
+                    case(
+                        (and_(items.c.state == PROCESSING, items.c.run_after >= now), 1),
+                        else_=0,
+                    )
                 ),
+                func.min(items.c.run_after),
             )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state.in_(sorted(states)),
+            )
+            .group_by(items.c.state)
         )
-        .group_by(queues.c.family, queues.c.queue_class, items.c.state)
-    )
-    found = {
-        (str(r[0]), str(r[1]), str(r[2])): QueueCount(
-            family=str(r[0]),
-            queue_class=str(r[1]),
-            state=str(r[2]),
-            count=int(r[3]),
-            in_flight=int(r[4] or 0),
-            oldest_age_ms=max(0, now - int(r[5])) if r[2] == PENDING and r[5] is not None else None,
-        )
-        for r in rows
-    }
-    # Every known queue reports every state asked for: a queue that drained shows 0.
-    for family, queue_class in await conn.execute(select(queues.c.family, queues.c.queue_class)):
-        for state in states:
+        for r in rows:
+            state, oldest = str(r[0]), r[3]
+            found[(family, queue_class, state)] = QueueCount(
+                family=family,
+                queue_class=queue_class,
+                state=state,
+                count=int(r[1]),
+                in_flight=int(r[2] or 0),
+                oldest_age_ms=max(0, now - int(oldest))
+                if state == PENDING and oldest is not None
+                else None,
+            )
+        for state in states:  # every known queue reports every state asked for (0 if empty)
             found.setdefault(
                 (family, queue_class, state), QueueCount(family, queue_class, state, 0, 0, None)
             )

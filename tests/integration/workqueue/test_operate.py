@@ -163,7 +163,9 @@ async def test_a_halted_lane_is_listed_and_resumes_at_its_head_when_replayed(
     assert await queue.run_once(family, {"c0": DIE}) == ["c0"]
     assert await queue.run_once(family, {}) == []  # the lane is halted behind its dead head
     async with reading(queue.engine) as conn:
-        halted = await operate.halted_lanes(conn, queue.tables, operate.Filters(family=family))
+        halted = await operate.list_parked(
+            conn, queue.tables, operate.Filters(family=family), halting_only=True
+        )
     assert [(h.id, h.lane_key, h.halting) for h in halted] == [(ids[0], "contact:1", True)]
 
     async with queue.engine.begin() as conn:
