@@ -39,7 +39,10 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
     "app-sfcrm": frozenset(
         {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
     ),
-    "integration": frozenset({"identity.read", "runtime.records"}),
+    # exchange + operators.check: the integration admin API asks Runtime about its users
+    "integration": frozenset(
+        {"identity.exchange", "identity.read", "runtime.records", "runtime.operators.check"}
+    ),
     "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),

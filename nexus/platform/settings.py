@@ -71,6 +71,8 @@ class LogSettings(BaseSettings):
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
+    #: How often a role recounts its work queues for the `nexus_work_*` gauges on /metrics.
+    work_stats_interval_seconds: Annotated[float, Field(ge=0.1, le=300)] = 5.0
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
@@ -146,6 +148,12 @@ class IntegrationSettings(BaseSettings):
     loops_pool_size: Annotated[int, Field(ge=1, le=200)] = 4
     #: How long a resolved route (and its secrets) is reused before it is read again.
     ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
+    #: Retention (the `--loops=all` process): succeeded WorkItems and materialized receipts
+    #: older than this are pruned; dead items, their events and receipts stay until replayed
+    #: or purged. The loop runs every `..._interval_seconds`, `..._batch` rows a transaction.
+    integration_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
+    integration_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
+    integration_retention_batch: Annotated[int, Field(ge=1, le=500)] = 500
 
 
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
