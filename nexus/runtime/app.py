@@ -15,8 +15,10 @@ from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
+from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
@@ -83,4 +85,18 @@ def create_worker_app(settings: Settings) -> FastAPI:
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
+        on_start=_worker_lifespan(settings),
     )
+
+
+def _worker_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        # nexus_work_* gauges of the inbox and outbox on /metrics (docs/adr/0020)
+        interval = settings.log.work_stats_interval_seconds
+        async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
+            yield
+
+    return start
