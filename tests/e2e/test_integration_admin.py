@@ -125,6 +125,20 @@ def test_only_a_system_administrator_operates_the_integration(
             assert item["event"]["event_id"] == routed.event_id
             assert item["receipt"]["delivery_id"] == routed.delivery_id
             assert "4111111111111111" not in listed.text  # never the payload
+            found = client.get(
+                f"{API}/receipts", params={"delivery_id": routed.delivery_id}, headers=boss
+            )
+            assert found.status_code == 200, found.text
+            (receipt,) = found.json()["receipts"]
+            assert (receipt["receipt_id"], receipt["events"][0]["state"]) == (
+                routed.receipt_id,
+                "dead",
+            )
+            assert "4111111111111111" not in found.text
+            depth = client.get(f"{API}/queues", headers=boss).json()
+            assert {"pack": "routes:shop", "state": "dead", "count": 1}.items() <= next(
+                q for q in depth if q["pack"] == "routes:shop" and q["state"] == "dead"
+            ).items()
 
             replay = client.post(
                 f"{API}/dead-letters/replay", json={"work_ids": [routed.work_id]}, headers=boss
