@@ -308,8 +308,9 @@ async def skip_head(engine: AsyncEngine, *, operator: Operator, work_id: str) ->
 async def purge_items(
     engine: AsyncEngine, *, operator: Operator, work_ids: Sequence[str]
 ) -> Report:
-    """Delete parked items for good, with their events and receipts once nothing else
-    refers to them (a receipt still being routed is never deleted)."""
+    """Delete parked items for good, with their receipts and the receipts' events once no
+    event of the receipt carries a work item any more (else the receipt stays, for the
+    items still on it; retention takes it later)."""
     wanted = list(dict.fromkeys(work_ids))[: operate.MAX_BATCH]
     async with engine.begin() as conn:
         repo = OperationsRepository(conn)
@@ -321,7 +322,8 @@ async def purge_items(
         ]
         done = await operate.purge(conn, m.work, list(rows))
         links = await repo.forget_work(work_ids=done.done)
-        await repo.forget_events(org_id=operator.org_id, event_ids=[e for _, e in links])
+        receipts = await repo.receipts_of(org_id=operator.org_id, event_ids=[e for _, e in links])
+        await repo.prune_receipts(org_id=operator.org_id, receipt_ids=receipts)
         decisions += [Decision(i, PURGED) for i in done.done]
         decisions += [
             Decision(r.id, REFUSED, r.reason, _ENGINE_REASONS[r.reason]) for r in done.refused

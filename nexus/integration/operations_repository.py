@@ -292,55 +292,15 @@ class OperationsRepository:
         await self.conn.execute(delete(ew).where(ew.c.work_id.in_(list(work_ids))))
         return links
 
-    async def forget_events(self, *, org_id: str, event_ids: Sequence[str]) -> int:
-        """Delete events no work item points at any more, then receipts left with no event
-        (materialized or failed receipts only). Returns the receipts deleted."""
+    async def receipts_of(self, *, org_id: str, event_ids: Sequence[str]) -> list[str]:
         if not event_ids:
-            return 0
-        linked = {
-            row[0]
-            for row in await self.conn.execute(
-                select(ew.c.event_id).where(
-                    ew.c.org_id == org_id, ew.c.event_id.in_(list(event_ids))
-                )
-            )
-        }
-        orphans = [e for e in event_ids if e not in linked]
-        if not orphans:
-            return 0
-        receipts = sorted(
-            {
-                row[0]
-                for row in await self.conn.execute(
-                    select(ev.c.receipt_id).where(ev.c.org_id == org_id, ev.c.event_id.in_(orphans))
-                )
-            }
+            return []
+        rows = await self.conn.execute(
+            select(ev.c.receipt_id)
+            .where(ev.c.org_id == org_id, ev.c.event_id.in_(list(event_ids)))
+            .distinct()
         )
-        await self.conn.execute(delete(ev).where(ev.c.org_id == org_id, ev.c.event_id.in_(orphans)))
-        return await self._forget_receipts(org_id=org_id, receipt_ids=receipts)
-
-    async def _forget_receipts(self, *, org_id: str, receipt_ids: Sequence[str]) -> int:
-        if not receipt_ids:
-            return 0
-        still = {
-            row[0]
-            for row in await self.conn.execute(
-                select(ev.c.receipt_id).where(
-                    ev.c.org_id == org_id, ev.c.receipt_id.in_(list(receipt_ids))
-                )
-            )
-        }
-        gone = [r for r in receipt_ids if r not in still]
-        if not gone:
-            return 0
-        result = await self.conn.execute(
-            delete(rc).where(
-                rc.c.org_id == org_id,
-                rc.c.receipt_id.in_(gone),
-                rc.c.router_status != "received",  # never one the router has yet to route
-            )
-        )
-        return int(result.rowcount)
+        return sorted(str(r[0]) for r in rows)
 
     async def old_receipts(
         self,

@@ -14,8 +14,6 @@ dir are content-addressed and may be shared by several receipts: they are not de
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from nexus.integration import models as m
 from nexus.integration.operations_repository import OperationsRepository
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import every
 from nexus.platform.workqueue import operate
 
 log = get_logger(__name__)
@@ -78,27 +77,15 @@ async def retention_loop(
 ) -> AsyncIterator[None]:
     """Run `prune_once` every `interval_s` seconds while the block runs."""
 
-    async def loop() -> None:
-        while True:
-            try:
-                pruned = await prune_once(
-                    engine, retention_ms=int(retention_days * DAY_MS), batch=batch
-                )
-                if pruned.work_items or pruned.receipts:
-                    log.info(
-                        "integration.retention_pruned",
-                        work_items=pruned.work_items,
-                        events=pruned.events,
-                        receipts=pruned.receipts,
-                    )
-            except Exception as exc:  # noqa: BLE001 - the next pass tries again
-                log.warning("integration.retention_failed", error=type(exc).__name__)
-            await asyncio.sleep(interval_s)
+    async def step() -> None:
+        pruned = await prune_once(engine, retention_ms=int(retention_days * DAY_MS), batch=batch)
+        if pruned.work_items or pruned.receipts:
+            log.info(
+                "integration.retention_pruned",
+                work_items=pruned.work_items,
+                events=pruned.events,
+                receipts=pruned.receipts,
+            )
 
-    task = asyncio.create_task(loop(), name="integration-retention")
-    try:
+    async with every(interval_s, step, name="integration-retention"):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -18,8 +18,6 @@ and `state` only — never ids or payloads.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,12 +33,10 @@ from prometheus_client.registry import REGISTRY, Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.platform.db import reading
-from nexus.platform.observability import get_logger
+from nexus.platform.periodic import every
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
 from nexus.platform.workqueue.tables import WorkTables
 from nexus.platform.workqueue.worker import PROCESS_STATS
-
-log = get_logger(__name__)
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -158,23 +154,12 @@ async def refresh(engine: AsyncEngine, source: _Source) -> None:
 async def watching_queues(
     engine: AsyncEngine, tables: Sequence[WorkTables], *, interval_s: float = DEFAULT_INTERVAL_S
 ) -> AsyncIterator[None]:
-    """Publish queue gauges for `tables` while the block runs (recounted every `interval_s`)."""
+    """Publish queue gauges for `tables` while the block runs (recounted every `interval_s`;
+    a failed count keeps the last one, and `nexus_work_stats_age_seconds` shows its age)."""
     source = _Source(list(tables))
-
-    async def loop() -> None:
-        while True:
-            try:
-                await refresh(engine, source)
-            except Exception as exc:  # noqa: BLE001 - keep the last counts; retry next tick
-                log.warning("work.stats_failed", error=type(exc).__name__)
-            await asyncio.sleep(interval_s)
-
     COLLECTOR.add(source)
-    task = asyncio.create_task(loop(), name="work-queue-gauges")
     try:
-        yield
+        async with every(interval_s, lambda: refresh(engine, source), name="work-queue-gauges"):
+            yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         COLLECTOR.remove(source)

@@ -91,6 +91,21 @@ class Done:
     refused: list[Refused]
 
 
+def _lane_of_item(t: WorkTables) -> Any:
+    lanes, items = t.source_lanes, t.items
+    return and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key)
+
+
+def _with_lane(t: WorkTables) -> Any:
+    """Items with their source lane row (none for items without a lane)."""
+    return t.items.outerjoin(t.source_lanes, _lane_of_item(t))
+
+
+def _is_parked(t: WorkTables) -> Any:
+    """`state IN (parked)` without an expanding parameter (usable with executemany)."""
+    return or_(*(t.items.c.state == state for state in sorted(PARKED)))
+
+
 def parked_select(
     t: WorkTables, filters: Filters, family: str, queue_class: str, *columns: Any
 ) -> Select[Any]:
@@ -114,12 +129,7 @@ def parked_select(
             lanes.c.halted_by,
             *columns,
         )
-        .select_from(
-            items.outerjoin(
-                lanes,
-                and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
-            )
-        )
+        .select_from(_with_lane(t))
         .where(
             items.c.family == family,
             items.c.queue_class == queue_class,
@@ -176,11 +186,6 @@ def after(t: WorkTables, cursor: tuple[int, str] | None) -> Any:
         items.c.finished_at > finished_at,
         and_(items.c.finished_at == finished_at, items.c.id > item_id),
     )
-
-
-def _is_parked(t: WorkTables) -> Any:
-    """`state IN (parked)` without an expanding parameter (usable with executemany)."""
-    return or_(*(t.items.c.state == state for state in sorted(PARKED)))
 
 
 def to_parked(row: Any) -> Parked:
@@ -254,10 +259,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
                         queues.c.family == items.c.family,
                         queues.c.queue_class == items.c.queue_class,
                     ),
-                ).outerjoin(
-                    lanes,
-                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
-                )
+                ).outerjoin(lanes, _lane_of_item(t))
             )
             .where(items.c.id.in_(ids))
         )
@@ -337,12 +339,7 @@ async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
                 lanes.c.head_seq,
                 lanes.c.halted_by,
             )
-            .select_from(
-                items.outerjoin(
-                    lanes,
-                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
-                )
-            )
+            .select_from(_with_lane(t))
             .where(items.c.id == item_id)
         )
     ).first()
@@ -385,12 +382,7 @@ async def purge(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Don
         r.id: r
         for r in await conn.execute(
             select(items.c.id, items.c.state, lanes.c.halted_by)
-            .select_from(
-                items.outerjoin(
-                    lanes,
-                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
-                )
-            )
+            .select_from(_with_lane(t))
             .where(items.c.id.in_(ids))
         )
     }
