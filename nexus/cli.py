@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import os
 import signal
 import socket
@@ -600,6 +601,46 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(args: argparse.Namespace) -> int:
+    """Run SOQL as a named user (that user's permissions and sharing apply) and print JSON."""
+    from nexus.contracts.errors import NexusError
+    from nexus.identity.errors import UnknownUser
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.runtime.access import load_access
+    from nexus.runtime.metadata.view import MetadataCache
+    from nexus.runtime.query.engine import query_current
+
+    settings = load_settings()
+
+    async def run() -> dict[str, Any]:
+        async with (
+            _service_engine(settings, LogicalService.RUNTIME, "nexus-query") as engine,
+            unit_of_work(session_factory(engine), readonly=True) as session,
+        ):
+            user = await IdentityRepository(session).user_by_username(args.username)
+            if user is None or not user["is_active"]:
+                raise UnknownUser(f"no active user {args.username!r}")
+            access = await load_access(session, user["org_id"], user["user_id"])
+            page = await query_current(
+                session,
+                cache=MetadataCache(),
+                access=access,
+                soql=args.soql,
+                include_deleted=False,
+                page_size=args.limit,
+                start=0,
+            )
+        return {"totalSize": page.total_size, "done": page.done, "records": page.records}
+
+    try:
+        result = asyncio.run(run())
+    except NexusError as exc:
+        raise CliError(f"{exc.code}: {exc.message}", EXIT_FAILURE) from None
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
+    return 0
+
+
 # ---------------------------------------------------------------------------- integration
 
 
@@ -800,6 +841,11 @@ def make_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--object", action="append", help="only this object (repeatable)")
     reindex.add_argument("--org-id", help="default: the deployment's org")
     reindex.set_defaults(handler=cmd_metadata_reindex)
+    query = sub.add_parser("query", help="run SOQL as a user (operators: look at records)")
+    query.add_argument("soql")
+    query.add_argument("--username", required=True, help="whose permissions apply")
+    query.add_argument("--limit", type=int, default=200, help="rows (default 200)")
+    query.set_defaults(handler=cmd_query)
     return parser
 
 
