@@ -56,28 +56,49 @@ class Delivery:
                 f"endpoint {name!r}: secret {endpoint.secret_ref!r} is not provisioned or usable"
             ) from None
         body = json.dumps(message.body, separators=(",", ":"), ensure_ascii=False).encode()
-        headers = {
-            "content-type": "application/json",
-            "user-agent": f"nexus-webhooks/{__version__}",
-            **signature_headers(key, msg_id=claimed.id, timestamp=int(time.time()), body=body),
-        }
-        try:
-            async with self.http.stream("POST", endpoint.url, content=body, headers=headers) as r:
-                status, retry_after = r.status_code, r.headers.get("retry-after")
-        except httpx.TimeoutException as exc:
-            raise Retryable(f"endpoint {name!r}: {type(exc).__name__}") from None
-        except httpx.HTTPError as exc:
-            raise Retryable(f"endpoint {name!r}: {type(exc).__name__}") from None
-        log.info("outbox.webhook_answered", endpoint=name, work_id=claimed.id, status=status)
-        if 200 <= status < 300:
-            return
-        error = f"endpoint {name!r} answered HTTP {status}"
-        if status in (408, 429) or status >= 500:
-            raise Retryable(error, delay_ms=self._delay(retry_after))
-        raise Terminal(error)
+        await send(
+            self.http,
+            name=name,
+            url=endpoint.url,
+            key=key,
+            msg_id=claimed.id,
+            body=body,
+            max_delay_ms=self.max_delay_ms,
+        )
 
-    def _delay(self, retry_after: str | None) -> int | None:
-        """`Retry-After` in seconds (the date form is ignored), capped; else the backoff."""
-        if retry_after is None or not retry_after.strip().isdigit():
-            return None
-        return min(int(retry_after.strip()) * 1000, self.max_delay_ms)
+
+async def send(
+    http: httpx.AsyncClient,
+    *,
+    name: str,
+    url: str,
+    key: bytes,
+    msg_id: str,
+    body: bytes,
+    max_delay_ms: int,
+) -> None:
+    """POST `body` signed as message `msg_id`; returns on 2xx, raises Retryable / Terminal."""
+    headers = {
+        "content-type": "application/json",
+        "user-agent": f"nexus-webhooks/{__version__}",
+        **signature_headers(key, msg_id=msg_id, timestamp=int(time.time()), body=body),
+    }
+    try:
+        async with http.stream("POST", url, content=body, headers=headers) as response:
+            status, retry_after = response.status_code, response.headers.get("retry-after")
+    except httpx.HTTPError as exc:  # timeouts, refused connections, TLS, protocol errors
+        raise Retryable(f"endpoint {name!r}: {type(exc).__name__}") from None
+    log.info("outbox.webhook_answered", endpoint=name, work_id=msg_id, status=status)
+    if 200 <= status < 300:
+        return
+    error = f"endpoint {name!r} answered HTTP {status}"
+    if status in (408, 429) or status >= 500:
+        raise Retryable(error, delay_ms=_retry_after_ms(retry_after, max_delay_ms))
+    raise Terminal(error)
+
+
+def _retry_after_ms(value: str | None, cap_ms: int) -> int | None:
+    """`Retry-After` in seconds (the date form is ignored), capped; None: the backoff."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return min(int(value.strip()) * 1000, cap_ms)
