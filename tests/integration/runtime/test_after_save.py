@@ -88,7 +88,7 @@ async def test_a_create_enqueues_each_action_with_the_saved_values(flows: World)
     made = await flows.mutate("rep1", create("Account", Name="Acme", Revenue__c=1250.5))
     account = made.results[0].id
     assert made.results[0].success, made.results[0].errors
-    new = (await outbox(flows))[before:]
+    new = sorted((await outbox(flows))[before:], key=lambda i: str(i["queue"]))
     assert [(i["queue"], i["kind"], i["flow"]) for i in new] == [
         ("record", "create_record", "Welcome_Note"),
         ("webhook", "webhook", "Welcome_Note"),
