@@ -35,6 +35,7 @@ from nexus.platform.settings import load_settings
 from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.outbox.bindings import set_endpoint
 from tests.conftest import Backend
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
@@ -348,6 +349,7 @@ async def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> A
             receiver_url=receiver_url,
             secret=secret,
             alice_id=alice.user_id,
+            org_id=org_id,
         ):
             yield stack
     await engine.dispose()
@@ -362,19 +364,29 @@ async def _serving(
     receiver_url: str,
     secret: str,
     alice_id: str,
+    org_id: str,
 ) -> AsyncIterator[Stack]:
     """Endpoints bound with the CLI, then runtime-api and runtime-worker processes."""
-    for name, path in (("ok", "/ok"), ("flaky", "/flaky"), ("down", "/down"), ("spare", "/ok")):
-        bound = nexus(
-            env,
-            "admin",
-            "set-outbound-endpoint",
-            f"{name}-hook",
-            f"{receiver_url}{path}",
-            "--secret-ref",
-            "flows-hook",
-        )
-        assert f"outbound endpoint {name}-hook: created (active)" in bound
+    bound = nexus(
+        env,
+        "admin",
+        "set-outbound-endpoint",
+        "spare-hook",
+        f"{receiver_url}/ok",
+        "--secret-ref",
+        "flows-hook",
+    )
+    assert "outbound endpoint spare-hook: created (active)" in bound
+    async with engine.begin() as conn:  # the others in-process: each CLI run costs seconds
+        for name in ("ok", "flaky", "down"):
+            await set_endpoint(
+                conn,
+                org_id=org_id,
+                name=f"{name}-hook",
+                url=f"{receiver_url}/{name}",
+                secret_ref="flows-hook",
+                actor="test",
+            )
     assert "disabled" in nexus(env, "admin", "disable-outbound-endpoint", "spare-hook")
 
     api_port, worker_port = free_port(), free_port()

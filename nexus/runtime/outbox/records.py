@@ -9,6 +9,7 @@ refused save is dead with its error categories and field names, never values.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -29,9 +30,13 @@ CompleteIn = Callable[[AsyncConnection, Claimed], Awaitable[None]]
 
 @dataclass(frozen=True)
 class RecordActions:
+    """`writers` bounds the record transactions of this process: on SQLite (one writer per
+    database) 1, so executors queue here instead of in SQLite's sleeping busy handler."""
+
     sessions: async_sessionmaker[AsyncSession]
     metadata: MetadataCache
     complete_in: CompleteIn
+    writers: asyncio.Semaphore
 
     async def __call__(self, message: OutboxMessage, claimed: Claimed) -> None:
         caller = TrustedCall(
@@ -48,7 +53,7 @@ class RecordActions:
             item = MutateItem(op="create", object=message.target_object, fields=message.fields)
         else:
             item = MutateItem(op="update", id=message.target_id, fields=message.fields)
-        async with unit_of_work(self.sessions) as session:
+        async with self.writers, unit_of_work(self.sessions) as session:
             view = await self.metadata.view(session, message.org_id)
             result = (
                 await mutate(

@@ -62,7 +62,10 @@ class OutboxRunner:
                 drain_timeout_s=settings.core.shutdown_grace_seconds / 2,
             ),
         )
-        self.records = RecordActions(state.sessions, MetadataCache(), self.worker.complete_in)
+        writers = 1 if state.engine.dialect.name == "sqlite" else cfg.outbox_concurrency
+        self.records = RecordActions(
+            state.sessions, MetadataCache(), self.worker.complete_in, asyncio.Semaphore(writers)
+        )
         self.webhooks = Delivery(
             state.engine, self.http, settings.var_dir, cfg.outbox_backoff_cap_ms
         )
