@@ -499,6 +499,75 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_org_connection(args: argparse.Namespace, action: Callable[..., Awaitable[T]]) -> T:
+    """Run `action(conn, org_id=...)` in one unit of work on Runtime's database."""
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import unit_of_work
+
+    async def run(sessions: async_sessionmaker[AsyncSession]) -> T:
+        async with unit_of_work(sessions) as session:
+            org = None if args.org_id else await IdentityRepository(session).first_org()
+            org_id = args.org_id or (org["org_id"] if org else None)
+            if not org_id:
+                raise CliError("no org yet: run `nexus up` or `nexus admin bootstrap` first", 1)
+            return await action(await session.connection(), org_id=org_id)
+
+    return _admin(args, run)
+
+
+def _actor() -> str:
+    import getpass
+
+    return f"cli:{getpass.getuser()}"
+
+
+def cmd_admin_set_outbound_endpoint(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
+    from nexus.runtime.outbox.bindings import set_endpoint
+
+    created = _with_org_connection(
+        args,
+        partial(
+            set_endpoint, name=args.name, url=args.url, secret_ref=args.secret_ref, actor=_actor()
+        ),
+    )
+    print(f"outbound endpoint {args.name}: {'created' if created else 'updated'} (active)")
+    try:
+        read_webhook_secret(load_settings().var_dir, args.secret_ref)
+    except WebhookSecretMissing:
+        print(
+            f"note: secret {args.secret_ref!r} is not provisioned yet: run "
+            f"`nexus hooks set-secret {args.secret_ref} --generate` (deliveries fail until then)"
+        )
+    return 0
+
+
+def cmd_admin_list_outbound_endpoints(args: argparse.Namespace) -> int:
+    from nexus.runtime.outbox.bindings import display_url, list_endpoints
+
+    endpoints = _with_org_connection(args, list_endpoints)
+    for endpoint in endpoints:
+        state = "active" if endpoint.active else "disabled"
+        print(
+            f"{endpoint.name}  {state:8}  secret:{endpoint.secret_ref}  {display_url(endpoint.url)}"
+        )
+    if not endpoints:
+        print("no outbound endpoints")
+    return 0
+
+
+def cmd_admin_disable_outbound_endpoint(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from nexus.runtime.outbox.bindings import disable_endpoint
+
+    _with_org_connection(args, partial(disable_endpoint, name=args.name, actor=_actor()))
+    print(f"outbound endpoint {args.name}: disabled (its deliveries go to the dead letters)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- metadata
 
 
@@ -890,6 +959,27 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+    _add_outbound_parsers(admin_sub)
+
+
+def _add_outbound_parsers(admin_sub: argparse._SubParsersAction[_Parser]) -> None:
+    bind = admin_sub.add_parser(
+        "set-outbound-endpoint", help="bind a flow webhook endpoint name to a URL"
+    )
+    bind.add_argument("name", help="the endpoint name flows use")
+    bind.add_argument("url", help="http(s) URL deliveries are POSTed to")
+    bind.add_argument(
+        "--secret-ref", required=True, help="signing secret (`nexus hooks set-secret`)"
+    )
+    bind.add_argument("--org-id", help="default: the deployment's org")
+    bind.set_defaults(handler=cmd_admin_set_outbound_endpoint)
+    endpoints = admin_sub.add_parser("list-outbound-endpoints", help="list endpoint bindings")
+    endpoints.add_argument("--org-id", help="default: the deployment's org")
+    endpoints.set_defaults(handler=cmd_admin_list_outbound_endpoints)
+    unbind = admin_sub.add_parser("disable-outbound-endpoint", help="stop delivering to one")
+    unbind.add_argument("name")
+    unbind.add_argument("--org-id", help="default: the deployment's org")
+    unbind.set_defaults(handler=cmd_admin_disable_outbound_endpoint)
 
 
 def _add_integration_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
