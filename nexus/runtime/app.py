@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
@@ -20,11 +20,12 @@ from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.outbox.worker import outbox_lifespan
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
 API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1", "runtime.records.v1")
-WORKER_CAPABILITIES = ("ops.v1",)
+WORKER_CAPABILITIES = ("ops.v1", "runtime.outbox.v1")
 
 
 def _api_lifespan(
@@ -78,6 +79,22 @@ def create_api_app(settings: Settings) -> FastAPI:
     return app
 
 
+def _worker_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """Every work loop of runtime-worker, started in order and stopped in reverse."""
+    loops = (outbox_lifespan(settings), _queue_gauges(settings))
+
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for loop in loops:
+                await stack.enter_async_context(loop(app, state))
+            yield
+
+    return start
+
+
 def create_worker_app(settings: Settings) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
     return create_service_app(
@@ -89,12 +106,13 @@ def create_worker_app(settings: Settings) -> FastAPI:
     )
 
 
-def _worker_lifespan(
+def _queue_gauges(
     settings: Settings,
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """The nexus_work_* gauges of the inbox and outbox on /metrics (docs/adr/0020)."""
+
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
-        # nexus_work_* gauges of the inbox and outbox on /metrics (docs/adr/0020)
         interval = settings.log.work_stats_interval_seconds
         async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
             yield
