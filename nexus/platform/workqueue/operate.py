@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, and_, bindparam, delete, func, or_, select, true, update
+from sqlalchemy import and_, bindparam, delete, or_, select, true, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
@@ -248,20 +248,22 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
                 items.c.state,
                 items.c.lane_key,
                 items.c.lane_seq,
-                queues.c.max_attempts.label("budget"),
                 lanes.c.head_seq,
                 lanes.c.halted_by,
             )
-            .select_from(
-                items.join(
-                    queues,
-                    and_(
-                        queues.c.family == items.c.family,
-                        queues.c.queue_class == items.c.queue_class,
-                    ),
-                ).outerjoin(lanes, _lane_of_item(t))
-            )
+            .select_from(_with_lane(t))
             .where(items.c.id.in_(ids))
+        )
+    }
+    # each queue's retry budget (read apart: joined, MariaDB drove the read from the queue)
+    budget = {
+        (r.family, r.queue_class): int(r.max_attempts)
+        for r in await conn.execute(
+            select(queues.c.family, queues.c.queue_class, queues.c.max_attempts).where(
+                tuple_(queues.c.family, queues.c.queue_class).in_(
+                    sorted({(r.family, r.queue_class) for r in rows.values()})
+                )
+            )
         )
     }
     refused = [Refused(i, NOT_FOUND) for i in ids if i not in rows]
@@ -279,21 +281,37 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
     )
     new_seq = {r.id: tails[index] for index, r in enumerate(behind)}
     token = new_token()  # marks the rows this replay moved (the read-back below)
-    await conn.execute(
-        update(items)
-        .where(items.c.id == bindparam("b_id"), _is_parked(t))
-        .values(
-            state=PENDING,
-            run_after=db_now_ms(),
-            max_attempts=items.c.attempt + bindparam("b_budget"),
-            lane_seq=func.coalesce(bindparam("b_seq", type_=BigInteger), items.c.lane_seq),
-            lease_token=token,
-            lease_owner=None,
-            lease_until=None,
-            finished_at=None,
-        ),
-        [{"b_id": r.id, "b_budget": int(r.budget), "b_seq": new_seq.get(r.id)} for r in parked],
-    )
+    again = {
+        "state": PENDING,
+        "run_after": db_now_ms(),
+        "lease_token": token,
+        "lease_owner": None,
+        "lease_until": None,
+        "finished_at": None,
+    }
+    # One statement per queue budget (an executemany UPDATE is one round trip per row on
+    # MySQL drivers); the rare items rejoining a lane's tail one by one, with their sequence.
+    budgets: dict[int, list[str]] = {}
+    for r in parked:
+        if r.id not in new_seq:
+            budgets.setdefault(budget[(r.family, r.queue_class)], []).append(r.id)
+    for retries, group in budgets.items():
+        await conn.execute(
+            update(items)
+            .where(items.c.id.in_(group), _is_parked(t))
+            .values(max_attempts=items.c.attempt + retries, **again)
+        )
+    for r in parked:
+        if r.id in new_seq:
+            await conn.execute(
+                update(items)
+                .where(items.c.id == r.id, _is_parked(t))
+                .values(
+                    max_attempts=items.c.attempt + budget[(r.family, r.queue_class)],
+                    lane_seq=new_seq[r.id],
+                    **again,
+                )
+            )
     moved = {
         r[0]
         for r in await conn.execute(
