@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.workqueue import operate
+from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.stats import queue_stats
 from nexus.platform.workqueue.tables import work_tables
 
@@ -119,7 +120,7 @@ async def run(url: str) -> None:
         pruned, started = 0, time.perf_counter()
         while True:
             async with engine.begin() as conn:
-                batch = await operate.prune_finished(conn, t, before_ms=now - 7 * DAY_MS)
+                batch = await work_retention.prune_finished(conn, t, before_ms=now - 7 * DAY_MS)
             pruned += len(batch)
             if len(batch) < operate.MAX_BATCH:
                 break

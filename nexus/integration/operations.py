@@ -31,6 +31,7 @@ from nexus.integration import models as m
 from nexus.integration.operations_repository import OperationsRepository, RouteState
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.workqueue import operate
+from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
 from nexus.platform.workqueue.store import PARKED
 
@@ -320,7 +321,7 @@ async def purge_items(
             for i in wanted
             if i not in rows
         ]
-        done = await operate.purge(conn, m.work, list(rows))
+        done = await work_retention.purge(conn, m.work, list(rows))
         links = await repo.forget_work(work_ids=done.done)
         receipts = await repo.receipts_of(org_id=operator.org_id, event_ids=[e for _, e in links])
         await repo.prune_receipts(org_id=operator.org_id, receipt_ids=receipts)

@@ -25,7 +25,7 @@ from nexus.integration.operations_repository import OperationsRepository
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
-from nexus.platform.workqueue import operate
+from nexus.platform.workqueue import retention as work_retention
 
 log = get_logger(__name__)
 
@@ -47,7 +47,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = 500
         orgs = await OperationsRepository(conn).orgs()
     while True:
         async with engine.begin() as conn:
-            ids = await operate.prune_finished(conn, m.work, before_ms=cutoff, limit=batch)
+            ids = await work_retention.prune_finished(conn, m.work, before_ms=cutoff, limit=batch)
             await OperationsRepository(conn).forget_work(work_ids=ids)
         pruned.work_items += len(ids)
         if len(ids) < batch:

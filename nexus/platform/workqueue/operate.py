@@ -1,4 +1,5 @@
-"""Operating the work: the dead-letter read path, replay, skip, purge and retention.
+"""Operating the work: the dead-letter read path, replay and skip (purge and retention:
+`retention.py`).
 
 Operator actions, not the hot path; still every call is bounded (`limit`, at most
 `MAX_BATCH` ids) and reads items through the claim index `(family, queue_class, state,
@@ -21,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, or_, select, true, tuple_, update
+from sqlalchemy import and_, bindparam, or_, select, true, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
@@ -30,7 +31,6 @@ from nexus.platform.workqueue.store import (
     CANCELLED,
     PARKED,
     PENDING,
-    SUCCEEDED,
     NewItem,
     WorkStore,
     new_token,
@@ -38,7 +38,6 @@ from nexus.platform.workqueue.store import (
 from nexus.platform.workqueue.tables import WorkTables
 
 MAX_BATCH = 500
-PRUNABLE = (SUCCEEDED, CANCELLED)
 
 # Why an operator action was not done to an item (machine-readable; the console words them).
 NOT_FOUND = "NOT_FOUND"
@@ -96,7 +95,7 @@ def _lane_of_item(t: WorkTables) -> Any:
     return and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key)
 
 
-def _with_lane(t: WorkTables) -> Any:
+def with_lane(t: WorkTables) -> Any:
     """Items with their source lane row (none for items without a lane)."""
     return t.items.outerjoin(t.source_lanes, _lane_of_item(t))
 
@@ -129,7 +128,7 @@ def parked_select(
             lanes.c.halted_by,
             *columns,
         )
-        .select_from(_with_lane(t))
+        .select_from(with_lane(t))
         .where(
             items.c.family == family,
             items.c.queue_class == queue_class,
@@ -251,7 +250,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
                 lanes.c.head_seq,
                 lanes.c.halted_by,
             )
-            .select_from(_with_lane(t))
+            .select_from(with_lane(t))
             .where(items.c.id.in_(ids))
         )
     }
@@ -357,7 +356,7 @@ async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
                 lanes.c.head_seq,
                 lanes.c.halted_by,
             )
-            .select_from(_with_lane(t))
+            .select_from(with_lane(t))
             .where(items.c.id == item_id)
         )
     ).first()
@@ -384,75 +383,3 @@ async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
         .values(head_seq=row.lane_seq + 1, halted_by=None)
     )
     return Done([item_id], [])
-
-
-# ---------------------------------------------------------------------- purge / retention
-
-
-async def purge(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Done:
-    """Delete parked items for good. A head that halts its lane is refused (`HALTS_ITS_LANE`):
-    skip or replay it first, so no lane is left halted by an item that no longer exists."""
-    ids = list(dict.fromkeys(ids))[:MAX_BATCH]
-    if not ids:
-        return Done([], [])
-    items, lanes = t.items, t.source_lanes
-    rows = {
-        r.id: r
-        for r in await conn.execute(
-            select(items.c.id, items.c.state, lanes.c.halted_by)
-            .select_from(_with_lane(t))
-            .where(items.c.id.in_(ids))
-        )
-    }
-    refused = [Refused(i, NOT_FOUND) for i in ids if i not in rows]
-    refused += [Refused(i, NOT_PARKED) for i, r in rows.items() if r.state not in PARKED]
-    refused += [
-        Refused(i, HALTS_LANE) for i, r in rows.items() if r.state in PARKED and r.halted_by == i
-    ]
-    wanted = [i for i, r in rows.items() if r.state in PARKED and r.halted_by != i]
-    if not wanted:
-        return Done([], refused)
-    await conn.execute(
-        delete(items).where(items.c.id.in_(wanted), items.c.state.in_(sorted(PARKED)))
-    )
-    left = {r[0] for r in await conn.execute(select(items.c.id).where(items.c.id.in_(wanted)))}
-    refused += [Refused(i, NOT_PARKED) for i in wanted if i in left]
-    return Done([i for i in wanted if i not in left], refused)
-
-
-async def prune_finished(
-    conn: AsyncConnection,
-    t: WorkTables,
-    *,
-    before_ms: int,
-    limit: int = MAX_BATCH,
-    states: Sequence[str] = PRUNABLE,
-) -> list[str]:
-    """Delete up to `limit` items in `states` (succeeded and cancelled) that finished before
-    `before_ms` (database epoch ms); returns their ids. Reads one claim-index range per
-    (queue, state) — a finished row's `run_after` is its last lease expiry, so `run_after <
-    before_ms` bounds the range and `finished_at` confirms. Call again until it returns fewer
-    than `limit` (each call in its own short transaction)."""
-    items, queues = t.items, t.queues
-    limit = min(limit, MAX_BATCH)
-    found: list[str] = []
-    for family, queue_class in await conn.execute(select(queues.c.family, queues.c.queue_class)):
-        for state in states:
-            if len(found) >= limit:
-                break
-            rows = await conn.execute(
-                select(items.c.id)
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == state,
-                    items.c.run_after < before_ms,
-                    items.c.finished_at < before_ms,
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit - len(found))
-            )
-            found += [r[0] for r in rows]
-    if found:
-        await conn.execute(delete(items).where(items.c.id.in_(found), items.c.state.in_(states)))
-    return found

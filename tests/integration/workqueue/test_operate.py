@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.workqueue import operate
+from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.metrics import watching_queues
 from nexus.platform.workqueue.stats import ALL_STATES, queue_stats
 from nexus.platform.workqueue.store import (
@@ -267,7 +268,7 @@ async def test_purge_deletes_parked_items_but_never_a_head_that_halts_its_lane(
     )
     await queue.run_once(family, {"loose": DIE, "head": Outcome(OUTCOME_UNKNOWN, "u", "timeout")})
     async with queue.engine.begin() as conn:
-        done = await operate.purge(conn, queue.tables, [loose, head, behind])
+        done = await work_retention.purge(conn, queue.tables, [loose, head, behind])
     assert done.done == [loose]
     assert sorted(done.refused, key=lambda r: r.id) == sorted(
         [operate.Refused(head, "HALTS_ITS_LANE"), operate.Refused(behind, "NOT_PARKED")],
@@ -294,7 +295,7 @@ async def test_retention_prunes_only_old_succeeded_and_cancelled_items(queue: Qu
     pruned: list[str] = []
     while True:
         async with queue.engine.begin() as conn:
-            batch = await operate.prune_finished(
+            batch = await work_retention.prune_finished(
                 conn, queue.tables, before_ms=now - 24 * HOUR_MS, limit=1
             )
         pruned += batch
