@@ -39,7 +39,7 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
     "app-sfcrm": frozenset(
         {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
     ),
-    "integration": frozenset({"identity.read", "runtime.records"}),
+    "integration": frozenset({"identity.read", "runtime.records", "runtime.commands"}),
     "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),

@@ -17,12 +17,22 @@ from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
+from nexus.runtime.inbox.accept import CommandInbox
+from nexus.runtime.inbox.endpoints import router as inbox_router
+from nexus.runtime.inbox.loop import InboxLoop
+from nexus.runtime.inbox.queue import inbox_policy, inbox_store
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
-API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1", "runtime.records.v1")
-WORKER_CAPABILITIES = ("ops.v1",)
+API_CAPABILITIES = (
+    "ops.v1",
+    "identity.oauth2.v1",
+    "runtime.metadata.v1",
+    "runtime.records.v1",
+    "runtime.commands.v1",
+)
+WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1")
 
 
 def _api_lifespan(
@@ -34,6 +44,11 @@ def _api_lifespan(
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with identity(app, state):
             app.state.runtime = RuntimeState()
+            app.state.inbox = CommandInbox(
+                inbox_store(lease_ms=settings.inbox.inbox_lease_ms),
+                inbox_policy(settings.inbox.inbox_max_attempts),
+                max_body_bytes=settings.inbox.command_max_body_bytes,
+            )
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:
                 yield
@@ -73,14 +88,27 @@ def create_api_app(settings: Settings) -> FastAPI:
     )
     app.include_router(identity_router)
     app.include_router(runtime_router)
+    app.include_router(inbox_router)
     return app
 
 
 def create_worker_app(settings: Settings) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
+    inbox = InboxLoop(settings)
+
+    @asynccontextmanager
+    async def on_start(_app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
+        await inbox.start()
+        try:
+            yield
+        finally:
+            await inbox.stop()  # SIGTERM: drain
+
     return create_service_app(
         settings=settings,
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
+        on_start=on_start,
+        readiness_checks=[inbox.ready],
     )
