@@ -22,7 +22,7 @@ from nexus.contracts.commands import (
     RecordCommand,
 )
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NotFound
-from nexus.platform.db import read_db_now_ms, unit_of_work
+from nexus.platform.db import unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_work_id
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
@@ -76,9 +76,8 @@ class CommandInbox:
             if prior is None:
                 _check(await metadata.view(session, org_id), command)
                 work_id = new_work_id()
-                now_ms = await read_db_now_ms(session)
                 if await repo.insert_message(
-                    org_id=org_id, message_key=key, work_id=work_id, digest=digest, now_ms=now_ms
+                    org_id=org_id, message_key=key, work_id=work_id, digest=digest
                 ):
                     item = InboxItem(
                         org_id=org_id,

@@ -10,7 +10,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nexus.identity import models as im
-from nexus.platform.db import insert_ignore
+from nexus.platform.db import db_now_ms, insert_ignore
 from nexus.platform.workqueue.store import QueuePolicy
 from nexus.runtime.metadata import models as m
 
@@ -68,7 +68,7 @@ class InboxRepository:
         return result.mappings().first()
 
     async def insert_message(
-        self, *, org_id: str, message_key: str, work_id: str, digest: str, now_ms: int
+        self, *, org_id: str, message_key: str, work_id: str, digest: str
     ) -> bool:
         """Claim the message key; False when it was taken (a concurrent or earlier accept)."""
         dialect = self.session.get_bind().dialect.name
@@ -78,7 +78,7 @@ class InboxRepository:
                 message_key=message_key,
                 work_id=work_id,
                 command_sha256=digest,
-                accepted_at_ms=now_ms,
+                accepted_at_ms=db_now_ms(),
             )
         )
         return bool(inserted.rowcount == 1)  # type: ignore[attr-defined]  # a CursorResult
