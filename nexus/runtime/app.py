@@ -20,7 +20,7 @@ from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
-from nexus.runtime.inbox.queue import inbox_policy, inbox_store
+from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.service import resume_staged
 
 log = get_logger(__name__)
@@ -45,9 +45,7 @@ def _api_lifespan(
         async with identity(app, state):
             app.state.runtime = RuntimeState()
             app.state.inbox = CommandInbox(
-                inbox_store(lease_ms=settings.inbox.inbox_lease_ms),
-                inbox_policy(settings.inbox.inbox_max_attempts),
-                max_body_bytes=settings.inbox.command_max_body_bytes,
+                inbox_store(), max_body_bytes=settings.inbox.command_max_body_bytes
             )
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+import pytest_asyncio
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -173,6 +175,16 @@ async def _prepare(engine: AsyncEngine, url: str, var_dir: Path) -> RuntimeDb:
         var_dir=var_dir, runtime_database_url=url, public_base_url="http://testserver.nexus"
     )
     return RuntimeDb(url, engine, org["org_id"], user["user_id"], var_dir, settings)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def db(
+    backend: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RuntimeDb]:
+    """A module's prepared Runtime database (import this fixture into the test module)."""
+    prepared = await prepare_runtime(backend, tmp_path_factory.mktemp("runtime-var"))
+    yield prepared
+    await prepared.engine.dispose()
 
 
 @asynccontextmanager

@@ -14,7 +14,8 @@ import hashlib
 import json
 from typing import Literal
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.contracts.commands import (
     AcceptCommandRequest,
@@ -24,7 +25,7 @@ from nexus.contracts.commands import (
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NotFound
 from nexus.platform.db import unit_of_work
 from nexus.platform.observability import get_logger
-from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_work_id
+from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
@@ -32,6 +33,8 @@ from nexus.runtime.records.coercion import InvalidValue, coerce
 
 log = get_logger(__name__)
 MAX_REPORTED_FIELDS = 20
+DEADLOCK_ATTEMPTS = 3
+MYSQL_DEADLOCK = 1213
 
 
 def command_digest(command: RecordCommand) -> str:
@@ -45,13 +48,12 @@ def message_key(workload: str, message_id: str) -> str:
 
 
 class CommandInbox:
-    """What runtime-api holds to accept commands: the inbox queue, its policy, the body limit."""
+    """What runtime-api holds to accept commands: the inbox queue and the body limit. (The
+    queue's policy is runtime-worker's to set; an enqueue creates a missing queue.)"""
 
-    def __init__(self, store: WorkStore, policy: QueuePolicy, *, max_body_bytes: int) -> None:
+    def __init__(self, store: WorkStore, *, max_body_bytes: int) -> None:
         self.store = store
-        self.policy = policy
         self.max_body_bytes = max_body_bytes
-        self._queue_ready = False
 
     async def accept(
         self,
@@ -61,6 +63,29 @@ class CommandInbox:
         workload: str,
         request: AcceptCommandRequest,
     ) -> AcceptCommandResponse:
+        """Accept once; a transaction the database chose as a deadlock victim is retried
+        (safe: the message key makes a second run a duplicate of the first)."""
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                work_id, status = await self._accept_once(
+                    sessions, metadata, workload=workload, request=request
+                )
+                break
+            except OperationalError as exc:
+                if attempt == DEADLOCK_ATTEMPTS or not is_deadlock(exc):
+                    raise
+                log.info("inbox.accept_deadlock_retried", attempt=attempt)
+        log.info("inbox.accepted", work_id=work_id, workload=workload, status=status)
+        return AcceptCommandResponse(message_id=request.message_id, work_id=work_id, status=status)
+
+    async def _accept_once(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        metadata: MetadataCache,
+        *,
+        workload: str,
+        request: AcceptCommandRequest,
+    ) -> tuple[str, Literal["accepted", "duplicate"]]:
         org_id, command = request.org_id, request.command
         key = message_key(workload, request.message_id)
         digest = command_digest(command)
@@ -87,33 +112,36 @@ class CommandInbox:
                         command=command,
                         correlation=request.correlation,
                     )
-                    await self._enqueue(await session.connection(), work_id, item)
+                    await self.store.enqueue(
+                        await session.connection(),
+                        [
+                            NewItem(
+                                FAMILY,
+                                QUEUE_CLASS,
+                                item.model_dump_json(),
+                                id=work_id,
+                                lane_key=lane_key(org_id, command),
+                            )
+                        ],
+                    )
                 else:  # a concurrent accept of the same key committed first
                     prior = await repo.message(org_id, key)
             if prior is not None:
                 _same_command(prior["command_sha256"], digest)
                 work_id = prior["work_id"]
         # committed: only now is the command accepted
-        status: Literal["accepted", "duplicate"] = "accepted" if prior is None else "duplicate"
-        log.info("inbox.accepted", work_id=work_id, workload=workload, status=status)
-        return AcceptCommandResponse(message_id=request.message_id, work_id=work_id, status=status)
+        return work_id, "accepted" if prior is None else "duplicate"
 
-    async def _enqueue(self, conn: AsyncConnection, work_id: str, item: InboxItem) -> None:
-        if not self._queue_ready:
-            await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=self.policy)
-            self._queue_ready = True
-        await self.store.enqueue(
-            conn,
-            [
-                NewItem(
-                    FAMILY,
-                    QUEUE_CLASS,
-                    item.model_dump_json(),
-                    id=work_id,
-                    lane_key=lane_key(item.org_id, item.command),
-                )
-            ],
-        )
+
+def driver_code(exc: Exception) -> int | None:
+    """The driver's numeric error code (MySQL: 1213 deadlock, 1205 lock wait timeout)."""
+    args: tuple[object, ...] = tuple(getattr(getattr(exc, "orig", None), "args", ()))
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def is_deadlock(exc: Exception) -> bool:
+    """MySQL/MariaDB/TiDB error 1213: this transaction was rolled back to break a deadlock."""
+    return driver_code(exc) == MYSQL_DEADLOCK
 
 
 def _same_command(stored_digest: str, digest: str) -> None:

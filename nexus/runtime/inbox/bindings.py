@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.identity import service as identity
+from nexus.identity.admin import deployment_org_id
 from nexus.identity.delegation import CAPABILITIES
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import read_db_now_ms, unit_of_work
@@ -29,13 +30,6 @@ def command_workloads() -> list[str]:
     return sorted(w for w, caps in CAPABILITIES.items() if COMMANDS_CAPABILITY in caps)
 
 
-async def _first_org(repo: IdentityRepository) -> str:
-    org = await repo.first_org()
-    if org is None:
-        raise NotFound("no org yet: start the stack once with `nexus up`")
-    return str(org["org_id"])
-
-
 async def bind_workload(
     sessions: async_sessionmaker[AsyncSession], *, workload: str, username: str
 ) -> str:
@@ -46,7 +40,7 @@ async def bind_workload(
         raise BadRequest(f"workload {workload!r} cannot send commands (known: {known})")
     async with unit_of_work(sessions) as session:
         users = IdentityRepository(session)
-        org_id = await _first_org(users)
+        org_id = await deployment_org_id(users)
         user = await users.user_by_username(username)
         if user is None or user["org_id"] != org_id:
             raise NotFound(f"no user {username!r}")
@@ -64,14 +58,14 @@ async def bind_workload(
 async def unbind_workload(sessions: async_sessionmaker[AsyncSession], *, workload: str) -> None:
     """Remove the binding: the workload's commands are refused (403) from now on."""
     async with unit_of_work(sessions) as session:
-        org_id = await _first_org(IdentityRepository(session))
+        org_id = await deployment_org_id(IdentityRepository(session))
         if not await InboxRepository(session).remove_binding(org_id=org_id, workload=workload):
             raise NotFound(f"workload {workload!r} is not bound")
 
 
 async def list_bindings(sessions: async_sessionmaker[AsyncSession]) -> list[dict[str, Any]]:
     async with unit_of_work(sessions, readonly=True) as session:
-        org_id = await _first_org(IdentityRepository(session))
+        org_id = await deployment_org_id(IdentityRepository(session))
         rows = await InboxRepository(session).bindings(org_id)
     return [dict(r) for r in rows]
 
@@ -81,7 +75,7 @@ async def bootstrap_integration_binding(sessions: async_sessionmaker[AsyncSessio
     sign in and holds no permission set, bound to the `integration` workload."""
     async with unit_of_work(sessions) as session:
         users = IdentityRepository(session)
-        org_id = await _first_org(users)
+        org_id = await deployment_org_id(users)
         user_id = await identity.create_user(
             users,
             org_id=org_id,

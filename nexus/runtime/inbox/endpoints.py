@@ -11,8 +11,10 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from nexus.contracts.commands import AcceptCommandRequest, AcceptCommandResponse
 from nexus.contracts.errors import BadRequest, PayloadTooLarge, ServiceUnavailable
 from nexus.identity.endpoints import WorkloadCall, workload_call
-from nexus.runtime.inbox.accept import CommandInbox
+from nexus.platform.observability import get_logger
+from nexus.runtime.inbox.accept import CommandInbox, driver_code
 
+log = get_logger(__name__)
 router = APIRouter(prefix="/internal/v1/runtime")
 MAX_REPORTED_PROBLEMS = 20
 
@@ -54,7 +56,8 @@ async def accept_command(
             workload=call.workload,
             request=command,
         )
-    except (OperationalError, InterfaceError) as exc:  # down, busy, deadlocked: try again
+    except (OperationalError, InterfaceError) as exc:  # down, busy: the caller tries again
+        log.warning("inbox.accept_failed", error=type(exc).__name__, code=driver_code(exc))
         raise ServiceUnavailable(
             f"the command was not accepted ({type(exc).__name__}); retry with the same id",
             code="DATABASE_UNAVAILABLE",

@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,38 +18,28 @@ from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.execute import CommandExecutor
-from nexus.runtime.inbox.queue import InboxItem, inbox_policy, inbox_store
+from nexus.runtime.inbox.queue import InboxItem, inbox_store
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
-from tests.conftest import Backend
 from tests.support.commands import (
     RuntimeDb,
     command,
     contact,
     history,
     item,
-    prepare_runtime,
     start_worker,
     stop_worker,
     wait_final,
 )
+from tests.support.commands import db as db  # noqa: PLC0414  (fixture)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 LEASE_MS = 2000
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def db(
-    backend: Backend, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[RuntimeDb]:
-    prepared = await prepare_runtime(backend, tmp_path_factory.mktemp("crash-var"))
-    yield prepared
-    await prepared.engine.dispose()
-
-
 async def accept_all(db: RuntimeDb, commands: list[dict[str, object]]) -> list[str]:
     """Accept commands in this order through the AcceptCommand use case."""
-    inbox = CommandInbox(inbox_store(), inbox_policy(8), max_body_bytes=65536)
+    inbox = CommandInbox(inbox_store(), max_body_bytes=65536)
     sessions, metadata = session_factory(db.engine), MetadataCache()
     ids = []
     for index, body in enumerate(commands):

@@ -22,7 +22,6 @@ from nexus.platform.db import read_db_now_ms, reading, session_factory, unit_of_
 from nexus.platform.workload import DEADLINE_HEADER
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata import models as m
-from tests.conftest import Backend
 from tests.support.commands import (
     COMMANDS,
     RuntimeDb,
@@ -33,24 +32,15 @@ from tests.support.commands import (
     headers,
     history,
     item,
-    prepare_runtime,
     runtime_api,
     send,
     start_worker,
     stop_worker,
     wait_final,
 )
+from tests.support.commands import db as db  # noqa: PLC0414  (fixture)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def db(
-    backend: Backend, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[RuntimeDb]:
-    prepared = await prepare_runtime(backend, tmp_path_factory.mktemp("commands-var"))
-    yield prepared
-    await prepared.engine.dispose()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
