@@ -518,7 +518,8 @@ class WorkStore:
             )
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
-        await self._free_target_lanes(conn, family, token, [c.id for c, _ in finished])
+        held = [c.id for c, _ in finished if c.target_key]  # no target lane, nothing to free
+        await self._free_target_lanes(conn, family, token, held)
         await self._move_lanes(
             conn,
             family,

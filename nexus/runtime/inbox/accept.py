@@ -28,6 +28,7 @@ from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
 from nexus.runtime.inbox.repository import InboxRepository
+from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.coercion import InvalidValue, coerce
 
@@ -48,16 +49,24 @@ def message_key(workload: str, message_id: str) -> str:
 
 
 class CommandInbox:
-    """What runtime-api holds to accept commands: the inbox queue and the body limit. (The
-    queue's policy is runtime-worker's to set; an enqueue creates a missing queue.)"""
+    """What runtime-api holds to accept commands: the inbox queue, the database, the body
+    limit. (The queue's policy is runtime-worker's to set; an enqueue creates a missing
+    queue.)"""
 
-    def __init__(self, store: WorkStore, *, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        store: WorkStore,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        max_body_bytes: int,
+    ) -> None:
         self.store = store
+        self.sessions = sessions
         self.max_body_bytes = max_body_bytes
+        self.turns = WriteTurns(sessions)
 
     async def accept(
         self,
-        sessions: async_sessionmaker[AsyncSession],
         metadata: MetadataCache,
         *,
         workload: str,
@@ -67,9 +76,10 @@ class CommandInbox:
         (safe: the message key makes a second run a duplicate of the first)."""
         for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
             try:
-                work_id, status = await self._accept_once(
-                    sessions, metadata, workload=workload, request=request
-                )
+                async with self.turns.turn():
+                    work_id, status = await self._accept_once(
+                        metadata, workload=workload, request=request
+                    )
                 break
             except OperationalError as exc:
                 if attempt == DEADLOCK_ATTEMPTS or not is_deadlock(exc):
@@ -80,7 +90,6 @@ class CommandInbox:
 
     async def _accept_once(
         self,
-        sessions: async_sessionmaker[AsyncSession],
         metadata: MetadataCache,
         *,
         workload: str,
@@ -89,7 +98,7 @@ class CommandInbox:
         org_id, command = request.org_id, request.command
         key = message_key(workload, request.message_id)
         digest = command_digest(command)
-        async with unit_of_work(sessions) as session:
+        async with unit_of_work(self.sessions) as session:
             repo = InboxRepository(session)
             run_as = await repo.bound_user(org_id, workload)
             if run_as is None:

@@ -51,7 +51,6 @@ async def accept_command(
         ) from None
     try:
         return await inbox.accept(
-            request.app.state.service.sessions,
             request.app.state.runtime.metadata,
             workload=call.workload,
             request=command,

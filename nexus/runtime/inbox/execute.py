@@ -38,6 +38,7 @@ from nexus.platform.workqueue.worker import Retryable, Terminal, Worker, WorkFai
 from nexus.runtime.access import AccessCache, CallerAccess
 from nexus.runtime.inbox.queue import InboxItem
 from nexus.runtime.inbox.repository import InboxRepository
+from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.coercion import InvalidValue, coerce
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
@@ -55,6 +56,7 @@ class CommandExecutor:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
+        self.turns = WriteTurns(sessions)
         self.metadata = MetadataCache()
         self.access = AccessCache()
         self.worker: Worker | None = None
@@ -66,7 +68,7 @@ class CommandExecutor:
             item = InboxItem.model_validate_json(claimed.payload)
         except ValidationError:
             raise Terminal("BAD_PAYLOAD: the inbox item cannot be read") from None
-        async with unit_of_work(self.sessions) as session:
+        async with self.turns.turn(), unit_of_work(self.sessions) as session:
             caller = await _run_as(session, item)
             view = await self.metadata.view(session, item.org_id)
             access = await self.access.for_caller(session, caller)

@@ -39,12 +39,11 @@ LEASE_MS = 2000
 
 async def accept_all(db: RuntimeDb, commands: list[dict[str, object]]) -> list[str]:
     """Accept commands in this order through the AcceptCommand use case."""
-    inbox = CommandInbox(inbox_store(), max_body_bytes=65536)
-    sessions, metadata = session_factory(db.engine), MetadataCache()
+    inbox = CommandInbox(inbox_store(), session_factory(db.engine), max_body_bytes=65536)
+    metadata = MetadataCache()
     ids = []
     for index, body in enumerate(commands):
         accepted = await inbox.accept(
-            sessions,
             metadata,
             workload="integration",
             request=AcceptCommandRequest(
