@@ -13,12 +13,16 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
-from nexus.platform.db import reading, session_factory
+from nexus.identity import service as identity
+from nexus.identity.repository import IdentityRepository
+from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
+from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.execute import CommandExecutor
 from nexus.runtime.inbox.queue import InboxItem, inbox_store
+from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 from tests.support.commands import (
@@ -119,6 +123,44 @@ async def test_a_failure_after_the_dml_leaves_no_change_and_the_retry_applies_on
         assert row is not None
         assert (row["lastname"], row["row_version"]) == ("Second", 2)  # one create, one update
         assert await history(db, row["id"]) == [("LastName", "First", "Second")]  # not twice
+
+
+async def test_a_run_as_user_deactivated_after_acceptance_refuses_the_command(
+    db: RuntimeDb,
+) -> None:
+    sessions = session_factory(db.engine)
+    async with unit_of_work(sessions) as session:
+        repo = IdentityRepository(session)
+        temp = await identity.create_user(
+            repo, org_id=db.org_id, username="temp.integration", password=None
+        )
+        await assign_permission_set(
+            session, org_id=db.org_id, user_id=temp, permission_set="Integration_Contacts"
+        )
+        await InboxRepository(session).set_binding(
+            org_id=db.org_id, workload="integration", user_id=temp, now_ms=0
+        )
+    (work_id,) = await accept_all(db, [command("leaver", LastName="Gone")])
+    async with unit_of_work(sessions) as session:
+        await InboxRepository(session).set_binding(
+            org_id=db.org_id, workload="integration", user_id=db.integration_user_id, now_ms=0
+        )
+        await identity.set_user_active(
+            IdentityRepository(session), org_id=db.org_id, user_id=temp, active=False
+        )
+    executor = CommandExecutor(sessions)
+    worker = Worker(db.engine, inbox_store(), executor, WorkerSettings(idle_poll_ms=10))
+    executor.worker = worker
+    running = asyncio.create_task(worker.run())
+    try:
+        await wait_final(db.engine, [work_id])
+    finally:
+        worker.stop()
+        await running
+    stored = await item(db.engine, work_id)
+    assert (stored["state"], stored["attempt"]) == ("dead", 1)
+    assert stored["last_error"] == "RUN_AS_INACTIVE: the run-as user is inactive or gone"
+    assert await contact(db, "leaver") is None
 
 
 async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_once(
