@@ -336,13 +336,18 @@ async def _runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionma
 
 
 async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
+    """On an empty database: org, first admin, and the `integration` workload's run-as user."""
     from nexus.identity.setup import bootstrap_first_admin
+    from nexus.runtime.inbox.bindings import bootstrap_integration_binding
 
     configured = settings.identity.bootstrap_admin_password
     async with _runtime_sessions(settings) as sessions:
-        return await bootstrap_first_admin(
+        created = await bootstrap_first_admin(
             sessions, password=configured.get_secret_value() if configured else None
         )
+        if created is not None:
+            await bootstrap_integration_binding(sessions)
+        return created
 
 
 def _announce_admin(created: tuple[str, str | None] | None) -> None:
@@ -355,6 +360,11 @@ def _announce_admin(created: tuple[str, str | None] | None) -> None:
     else:
         print(f"Created user {username!r} with password: {generated}")
         print("  (shown once, not logged: store it now)", flush=True)
+    print(
+        "Webhook commands run as user 'integration' (no permission sets yet: "
+        "nexus admin assign-permission-set --username integration ...)",
+        flush=True,
+    )
 
 
 def _admin(args: argparse.Namespace, action: Callable[..., Awaitable[T]], **kwargs: Any) -> T:
@@ -486,6 +496,31 @@ def cmd_admin_disable_client(args: argparse.Namespace) -> int:
 
     _admin(args, admin.disable_client, client_id=args.client_id)
     print("connected app disabled; its sessions are revoked")
+    return 0
+
+
+def cmd_admin_bind_workload(args: argparse.Namespace) -> int:
+    from nexus.runtime.inbox.bindings import bind_workload
+
+    _admin(args, bind_workload, workload=args.workload, username=args.username)
+    print(f"workload {args.workload}: commands run as {args.username.strip().lower()}")
+    return 0
+
+
+def cmd_admin_unbind_workload(args: argparse.Namespace) -> int:
+    from nexus.runtime.inbox.bindings import unbind_workload
+
+    _admin(args, unbind_workload, workload=args.workload)
+    print(f"workload {args.workload}: unbound (its commands are refused)")
+    return 0
+
+
+def cmd_admin_list_bindings(args: argparse.Namespace) -> int:
+    from nexus.runtime.inbox.bindings import list_bindings
+
+    for row in _admin(args, list_bindings):
+        state = "" if row["is_active"] else "  (inactive: commands refused)"
+        print(f"{row['workload']}  {row['username']}  {row['user_id']}{state}")
     return 0
 
 
@@ -1072,6 +1107,15 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+    bind = admin_sub.add_parser("bind-workload", help="run a workload's commands as a user")
+    bind.add_argument("--workload", required=True, help="e.g. integration")
+    bind.add_argument("--username", required=True)
+    bind.set_defaults(handler=cmd_admin_bind_workload)
+    unbind = admin_sub.add_parser("unbind-workload", help="refuse a workload's commands")
+    unbind.add_argument("--workload", required=True)
+    unbind.set_defaults(handler=cmd_admin_unbind_workload)
+    bindings = admin_sub.add_parser("list-bindings", help="list workload run-as bindings")
+    bindings.set_defaults(handler=cmd_admin_list_bindings)
     _add_outbound_parsers(admin_sub)
 
 

@@ -16,7 +16,8 @@ class TrustedCall(BaseModel):
     client_id: str | None
     scopes: frozenset[str]
     security_epoch: int
-    via: Literal["access_token", "delegation"]
+    #: `workload_binding`: an accepted command running as the user bound to its workload
+    via: Literal["access_token", "delegation", "workload_binding"]
     workload: str | None = None  # the calling role, for internal calls
     app_installation_id: str | None = None
     deadline_ms: int | None = None  # epoch milliseconds by which the caller stops waiting

@@ -20,7 +20,8 @@ class CreatedUser:
     generated_password: str | None
 
 
-async def _org_id(repo: IdentityRepository) -> str:
+async def deployment_org_id(repo: IdentityRepository) -> str:
+    """The org of this deployment (phase one runs one), for operator commands."""
     org = await repo.first_org()
     if org is None:
         raise InvalidIdentityInput("no org yet: start the stack once with `nexus up`")
@@ -42,7 +43,7 @@ async def create_user(
         repo = IdentityRepository(session)
         user_id = await service.create_user(
             repo,
-            org_id=await _org_id(repo),
+            org_id=await deployment_org_id(repo),
             username=username,
             password=password or generated,
             email=email,
@@ -67,7 +68,7 @@ async def create_client(
 ) -> service.NewClient:
     async with unit_of_work(sessions) as session:
         repo = IdentityRepository(session)
-        org_id = await _org_id(repo)
+        org_id = await deployment_org_id(repo)
         run_as_id = None
         if run_as_username:
             run_as = await repo.user_by_username(run_as_username)
@@ -109,7 +110,7 @@ async def list_clients(sessions: async_sessionmaker[AsyncSession]) -> list[dict[
     """Connected Apps of the org, without secrets (only their digests are stored anyway)."""
     async with unit_of_work(sessions, readonly=True) as session:
         repo = IdentityRepository(session)
-        rows = await repo.clients(await _org_id(repo))
+        rows = await repo.clients(await deployment_org_id(repo))
     result = []
     for row in rows:
         redirect_uris, grant_types, scopes = service.client_lists(row)
@@ -131,7 +132,9 @@ async def disable_client(sessions: async_sessionmaker[AsyncSession], *, client_i
     """Disable a Connected App and revoke every session it opened."""
     async with unit_of_work(sessions) as session:
         repo = IdentityRepository(session)
-        await service.disable_client(repo, org_id=await _org_id(repo), client_id=client_id)
+        await service.disable_client(
+            repo, org_id=await deployment_org_id(repo), client_id=client_id
+        )
 
 
 async def create_role(
@@ -140,4 +143,6 @@ async def create_role(
     """A role in the org's role hierarchy (used by sharing rules), under `parent` if given."""
     async with unit_of_work(sessions) as session:
         repo = IdentityRepository(session)
-        return await service.create_role(repo, org_id=await _org_id(repo), name=name, parent=parent)
+        return await service.create_role(
+            repo, org_id=await deployment_org_id(repo), name=name, parent=parent
+        )

@@ -39,9 +39,16 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
     "app-sfcrm": frozenset(
         {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
     ),
-    # exchange + operators.check: the integration admin API asks Runtime about its users
+    # exchange + operators.check: the integration admin API asks Runtime about its users;
+    # commands: the executor delivers WorkItems to AcceptCommand
     "integration": frozenset(
-        {"identity.exchange", "identity.read", "runtime.records", "runtime.operators.check"}
+        {
+            "identity.exchange",
+            "identity.read",
+            "runtime.records",
+            "runtime.operators.check",
+            "runtime.commands",
+        }
     ),
     "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),

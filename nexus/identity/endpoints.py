@@ -86,6 +86,26 @@ def _workload(request: Request, capability: str) -> str:
         raise Unauthorized("workload authentication failed", code="INVALID_WORKLOAD") from None
 
 
+@dataclass(frozen=True)
+class WorkloadCall:
+    """An internal call a workload makes on its own behalf (no user): who, and until when."""
+
+    workload: str
+    deadline_ms: int
+
+
+def workload_call(capability: str) -> Callable[[Request], Awaitable[WorkloadCall]]:
+    """The dependency of internal endpoints a workload calls for itself, not for a user
+    (AcceptCommand): a workload token holding `capability`, and a deadline. Whom the work
+    then runs as is the endpoint's decision (fail closed), never the caller's."""
+
+    async def dependency(request: Request) -> WorkloadCall:
+        workload = _workload(request, capability)
+        return WorkloadCall(workload, _deadline(request.headers.get(DEADLINE_HEADER)))
+
+    return dependency
+
+
 def internal_call(capability: str) -> Callable[[Request], Awaitable[TrustedCall]]:
     """The dependency of every internal Runtime endpoint: workload + delegation + deadline."""
 

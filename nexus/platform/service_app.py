@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
 from nexus.platform.db import create_engine, describe_backend, ping, session_factory
-from nexus.platform.http import OpsInfo, create_role_app
+from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app
 from nexus.platform.migrations import migration_state
 from nexus.platform.settings import Settings
 
@@ -34,8 +34,10 @@ def create_service_app(
     service: LogicalService,
     capabilities: Sequence[str],
     on_start: Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]] | None = None,
+    readiness_checks: Sequence[ReadinessCheck] = (),
 ) -> FastAPI:
-    """A role app whose /readyz requires its database reachable and its migrations at head.
+    """A role app whose /readyz requires its database reachable and its migrations at head
+    (and every one of the role's own `readiness_checks`).
 
     `on_start` wraps the role's own start-up and shutdown inside the engine's lifetime.
     """
@@ -82,5 +84,9 @@ def create_service_app(
             )
         return CheckResult(name=name, ok=True, detail=f"{backend}: {migrations.describe()}")
 
-    info = OpsInfo(role=role.value, capabilities=capabilities, readiness_checks=[database_ready])
+    info = OpsInfo(
+        role=role.value,
+        capabilities=capabilities,
+        readiness_checks=[database_ready, *readiness_checks],
+    )
     return create_role_app(info, lifespan=lifespan)

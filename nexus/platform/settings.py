@@ -172,6 +172,21 @@ class OutboxSettings(BaseSettings):
     outbox_concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
 
 
+class InboxSettings(BaseSettings):
+    """Runtime's command inbox: AcceptCommand admission and runtime-worker's inbox loop."""
+
+    model_config = _config()
+
+    #: AcceptCommand request bodies above this are refused with 413.
+    command_max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
+    #: Commands runtime-worker executes at once (each is one transaction; SQLite has one writer).
+    inbox_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    #: Lease of a claimed command; renewed every third of it while it runs.
+    inbox_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
+    #: Attempts before a command that keeps failing transiently is dead.
+    inbox_max_attempts: Annotated[int, Field(ge=1, le=100)] = 8
+
+
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     CoreSettings,
     DatabaseSettings,
@@ -180,6 +195,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
+    InboxSettings,
     OutboxSettings,
 )
 
@@ -200,6 +216,7 @@ class Settings:
     upstreams: UpstreamSettings
     identity: IdentitySettings
     integration: IntegrationSettings
+    inbox: InboxSettings
     outbox: OutboxSettings
 
     @property
@@ -284,5 +301,6 @@ def load_settings(**overrides: Any) -> Settings:
         upstreams=_build(UpstreamSettings, overrides),
         identity=_build(IdentitySettings, overrides),
         integration=_build(IntegrationSettings, overrides),
+        inbox=_build(InboxSettings, overrides),
         outbox=_build(OutboxSettings, overrides),
     )

@@ -18,14 +18,25 @@ from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
-from nexus.runtime.metadata.models import inbox, outbox
+from nexus.runtime.inbox.accept import CommandInbox
+from nexus.runtime.inbox.endpoints import router as inbox_router
+from nexus.runtime.inbox.loop import InboxLoop
+from nexus.runtime.inbox.queue import inbox_store
+from nexus.runtime.metadata.models import inbox as inbox_tables
+from nexus.runtime.metadata.models import outbox as outbox_tables
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
-API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1", "runtime.records.v1")
-WORKER_CAPABILITIES = ("ops.v1", "runtime.outbox.v1")
+API_CAPABILITIES = (
+    "ops.v1",
+    "identity.oauth2.v1",
+    "runtime.metadata.v1",
+    "runtime.records.v1",
+    "runtime.commands.v1",
+)
+WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1", "runtime.outbox.v1")
 
 
 def _api_lifespan(
@@ -37,6 +48,9 @@ def _api_lifespan(
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with identity(app, state):
             app.state.runtime = RuntimeState()
+            app.state.inbox = CommandInbox(
+                inbox_store(), state.sessions, max_body_bytes=settings.inbox.command_max_body_bytes
+            )
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:
                 yield
@@ -76,14 +90,15 @@ def create_api_app(settings: Settings) -> FastAPI:
     )
     app.include_router(identity_router)
     app.include_router(runtime_router)
+    app.include_router(inbox_router)
     return app
 
 
 def _worker_lifespan(
-    settings: Settings,
+    settings: Settings, inbox: InboxLoop
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     """Every work loop of runtime-worker, started in order and stopped in reverse."""
-    loops = (outbox_lifespan(settings), _queue_gauges(settings))
+    loops = (_inbox_lifespan(inbox), outbox_lifespan(settings), _queue_gauges(settings))
 
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
@@ -95,14 +110,32 @@ def _worker_lifespan(
     return start
 
 
+def _inbox_lifespan(
+    inbox: InboxLoop,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """The command inbox loop (docs/adr/0017); SIGTERM drains it."""
+
+    @asynccontextmanager
+    async def start(_app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
+        await inbox.start()
+        try:
+            yield
+        finally:
+            await inbox.stop()
+
+    return start
+
+
 def create_worker_app(settings: Settings) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
+    inbox = InboxLoop(settings)
     return create_service_app(
         settings=settings,
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
-        on_start=_worker_lifespan(settings),
+        on_start=_worker_lifespan(settings, inbox),
+        readiness_checks=[inbox.ready],
     )
 
 
@@ -114,7 +147,9 @@ def _queue_gauges(
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         interval = settings.log.work_stats_interval_seconds
-        async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
+        async with watching_queues(
+            state.engine, [inbox_tables, outbox_tables], interval_s=interval
+        ):
             yield
 
     return start

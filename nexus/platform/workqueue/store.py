@@ -26,7 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.platform.db import db_now_ms, insert_ignore
@@ -121,6 +123,25 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
     return outcome
 
 
+def _bump_lane(lanes: Table, dialect: str, family: str, lane_key: str, count: int) -> Any:
+    """INSERT the lane row with `count` sequences taken, or add `count` to its next_seq."""
+    values = {"family": family, "lane_key": lane_key, "head_seq": 1, "next_seq": 1 + count}
+    if dialect == "sqlite":
+        return (
+            sqlite_insert(lanes)
+            .values(**values)
+            .on_conflict_do_update(
+                index_elements=[lanes.c.family, lanes.c.lane_key],
+                set_={"next_seq": lanes.c.next_seq + count},
+            )
+        )
+    return (
+        mysql_insert(lanes)
+        .values(**values)
+        .on_duplicate_key_update(next_seq=lanes.c.next_seq + count)
+    )
+
+
 class WorkStore:
     def __init__(self, tables: WorkTables, *, owner: str, lease_ms: int = 30_000) -> None:
         self.t = tables
@@ -137,29 +158,35 @@ class WorkStore:
         owner: str | None = None,
         policy: QueuePolicy | None = None,
     ) -> None:
-        """Create the family (owned by `owner`, epoch 1) and the queue if they are new."""
+        """Create the family (owned by `owner`, epoch 1) and the queue if they are new.
+        Existing rows are only read: an insert-or-ignore of an existing row takes a shared
+        lock on InnoDB, which deadlocks with a concurrent enqueue's update of the queue row."""
         policy = policy or QueuePolicy()
         now = db_now_ms()
         dialect = conn.dialect.name
-        await conn.execute(
-            insert_ignore(self.t.families, dialect).values(
-                family=family,
-                owner=owner or self.owner,
-                ownership_epoch=1,
-                admitting=True,
-                updated_at=now,
+        f, q = self.t.families, self.t.queues
+        if (await conn.execute(select(f.c.family).where(f.c.family == family))).first() is None:
+            await conn.execute(
+                insert_ignore(f, dialect).values(
+                    family=family,
+                    owner=owner or self.owner,
+                    ownership_epoch=1,
+                    admitting=True,
+                    updated_at=now,
+                )
             )
-        )
-        await conn.execute(
-            insert_ignore(self.t.queues, dialect).values(
-                family=family,
-                queue_class=queue_class,
-                weight=policy.weight,
-                max_attempts=policy.max_attempts,
-                lane_policy=policy.lane_policy,
-                last_enqueued_at=now,
+        queue = select(q.c.family).where(q.c.family == family, q.c.queue_class == queue_class)
+        if (await conn.execute(queue)).first() is None:
+            await conn.execute(
+                insert_ignore(q, dialect).values(
+                    family=family,
+                    queue_class=queue_class,
+                    weight=policy.weight,
+                    max_attempts=policy.max_attempts,
+                    lane_policy=policy.lane_policy,
+                    last_enqueued_at=now,
+                )
             )
-        )
 
     async def enqueue(self, conn: AsyncConnection, items: Sequence[NewItem]) -> list[str]:
         """Insert items in the caller's transaction (so they commit with the business write
@@ -225,31 +252,29 @@ class WorkStore:
     async def _allocate_lane_seqs(
         self, conn: AsyncConnection, items: Sequence[NewItem]
     ) -> dict[int, int]:
+        """Reserve consecutive sequences per source lane: one insert-or-increment of the lane
+        row (its exclusive row lock serializes concurrent enqueuers), then a read of the
+        bumped value under that lock. (Insert-or-ignore, then a compare-and-set update, took
+        a shared lock on an existing row on InnoDB; upgrading it deadlocked with a completion
+        advancing the same lane, or with a second enqueuer doing the same.)"""
         lanes = self.t.source_lanes
         wanted: dict[tuple[str, str], list[int]] = {}
         for index, item in enumerate(items):
             if item.lane_key:
                 wanted.setdefault((item.family, item.lane_key), []).append(index)
-        if not wanted:
-            return {}
-        await conn.execute(
-            insert_ignore(lanes, conn.dialect.name),
-            [{"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1} for f, k in sorted(wanted)],
-        )
         sequences: dict[int, int] = {}
         for (family, lane_key), indexes in sorted(wanted.items()):
-            key = and_(lanes.c.family == family, lanes.c.lane_key == lane_key)
-            while True:  # CAS on next_seq: concurrent enqueuers on one lane never collide
-                first = int((await conn.execute(select(lanes.c.next_seq).where(key))).scalar_one())
-                bumped = await conn.execute(
-                    update(lanes)
-                    .where(key, lanes.c.next_seq == first)
-                    .values(next_seq=first + len(indexes))
+            count = len(indexes)
+            await conn.execute(_bump_lane(lanes, conn.dialect.name, family, lane_key, count))
+            after = (
+                await conn.execute(
+                    select(lanes.c.next_seq).where(
+                        lanes.c.family == family, lanes.c.lane_key == lane_key
+                    )
                 )
-                if bumped.rowcount == 1:
-                    break
+            ).scalar_one()
             for offset, index in enumerate(indexes):
-                sequences[index] = first + offset
+                sequences[index] = int(after) - count + offset
         return sequences
 
     # ------------------------------------------------------------------ claim
@@ -493,7 +518,8 @@ class WorkStore:
             )
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
-        await self._free_target_lanes(conn, family, token, [c.id for c, _ in finished])
+        held = [c.id for c, _ in finished if c.target_key]  # no target lane, nothing to free
+        await self._free_target_lanes(conn, family, token, held)
         await self._move_lanes(
             conn,
             family,
@@ -665,19 +691,30 @@ class WorkStore:
         await self._free_target_lanes(conn, family, token, ids)
 
     # ------------------------------------------------------------------ statistics
-    async def counts(self, conn: AsyncConnection) -> list[dict[str, Any]]:
+    async def counts(
+        self,
+        conn: AsyncConnection,
+        *,
+        queue: tuple[str, str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
         """Per (family, queue class, state): items and the oldest run_after (the index
-        prefix answers it)."""
+        prefix answers it). With one `queue` (family, queue class) and `states`, each state
+        is one range of the covering index (for /metrics: the live states, never the
+        ever-growing succeeded range)."""
         items = self.t.items
-        rows = await conn.execute(
-            select(
-                items.c.family,
-                items.c.queue_class,
-                items.c.state,
-                func.count(),
-                func.min(items.c.run_after),
-            ).group_by(items.c.family, items.c.queue_class, items.c.state)
-        )
+        query = select(
+            items.c.family,
+            items.c.queue_class,
+            items.c.state,
+            func.count(),
+            func.min(items.c.run_after),
+        ).group_by(items.c.family, items.c.queue_class, items.c.state)
+        if queue is not None:
+            query = query.where(items.c.family == queue[0], items.c.queue_class == queue[1])
+        if states is not None:
+            query = query.where(items.c.state.in_(sorted(states)))
+        rows = await conn.execute(query)
         return [
             {
                 "family": r[0],

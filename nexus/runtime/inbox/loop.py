@@ -1,0 +1,177 @@
+"""runtime-worker's inbox loop: its own engine and pool, one `Worker` over the inbox queue.
+
+It starts once Runtime's migrations are at head (a worker started before `nexus migrate`
+waits, and says so on /readyz), restarts its Worker if that ever stops by itself, and drains
+on `stop()` (SIGTERM): no new claims, running commands get the drain time, the rest are
+released for another process. Queue depth for /metrics is counted every few seconds from
+the covering index (live states only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.ops import CheckResult
+from nexus.contracts.roles import LogicalService
+from nexus.platform.db import create_engine, db_now_ms, reading, session_factory
+from nexus.platform.migrations import migration_state
+from nexus.platform.observability import get_logger
+from nexus.platform.settings import Settings
+from nexus.platform.workqueue.store import DEAD, OUTCOME_UNKNOWN, PENDING, PROCESSING
+from nexus.platform.workqueue.worker import Worker, WorkerSettings, WorkerStats
+from nexus.runtime.inbox.execute import CommandExecutor
+from nexus.runtime.inbox.metrics import COLLECTOR
+from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, inbox_policy, inbox_store
+from nexus.runtime.inbox.repository import set_queue_policy
+
+log = get_logger(__name__)
+SCHEMA_POLL_SECONDS = 2.0
+RESTART_SECONDS = 5.0
+DEPTH_SECONDS = 2.0
+LIVE_STATES = (PENDING, PROCESSING, DEAD, OUTCOME_UNKNOWN)
+
+
+@dataclass
+class QueueDepth:
+    """The inbox's live states, as last counted (all processes together)."""
+
+    items: dict[str, int] = field(default_factory=dict)
+    oldest_pending_seconds: float = 0.0
+
+
+class InboxLoop:
+    def __init__(self, settings: Settings) -> None:
+        cfg = settings.inbox
+        self.url = settings.database_url(LogicalService.RUNTIME)
+        self.db = settings.db
+        self.store = inbox_store(lease_ms=cfg.inbox_lease_ms)
+        self.policy = inbox_policy(cfg.inbox_max_attempts)
+        self.worker_settings = WorkerSettings(
+            concurrency=cfg.inbox_concurrency,
+            batch=cfg.inbox_concurrency,
+            idle_poll_ms=50,
+            drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
+        )
+        self.state = "starting"
+        self.depth = QueueDepth()
+        self.worker: Worker | None = None
+        self.engine: AsyncEngine | None = None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def stats(self) -> WorkerStats | None:
+        return self.worker.stats if self.worker is not None else None
+
+    async def start(self) -> None:
+        self.engine = create_engine(
+            self.url,
+            application_name="nexus-runtime-worker-inbox",
+            pool_size=self.worker_settings.concurrency + 2,
+            connect_timeout_seconds=self.db.db_connect_timeout_seconds,
+            sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
+        )
+        self._tasks = [
+            asyncio.create_task(self._run(self.engine), name="inbox-loop"),
+            asyncio.create_task(self._count(self.engine), name="inbox-depth"),
+        ]
+        COLLECTOR.loops.append(self)
+
+    async def stop(self) -> None:
+        """Drain: stop claiming, let running commands finish (or release them), then close."""
+        self._stop.set()
+        if self.worker is not None:
+            self.worker.stop()
+        run, count = self._tasks or (None, None)
+        if count is not None:
+            count.cancel()
+        if run is not None:
+            try:
+                await asyncio.wait_for(run, self.worker_settings.drain_timeout_s + 5)
+            except TimeoutError:
+                log.warning("inbox.drain_timed_out")
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.engine is not None:
+            await self.engine.dispose()
+        if self in COLLECTOR.loops:
+            COLLECTOR.loops.remove(self)
+        self.state = "stopped"
+
+    async def ready(self) -> CheckResult:
+        """Not ready when the loop failed (and is restarting) or stopped; waiting for the
+        schema or the database is the database check's to report."""
+        failed = self.state.startswith("restarting") or self.state == "stopped"
+        return CheckResult(name="inbox", ok=not failed, detail=self.state)
+
+    async def _run(self, engine: AsyncEngine) -> None:
+        while not self._stop.is_set():
+            try:
+                await self._wait_for_schema(engine)
+                if self._stop.is_set():
+                    return
+                async with engine.begin() as conn:
+                    await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=self.policy)
+                    await set_queue_policy(
+                        conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy
+                    )
+                executor = CommandExecutor(session_factory(engine))
+                worker = Worker(engine, self.store, executor, self.worker_settings)
+                executor.worker = self.worker = worker
+                if self._stop.is_set():
+                    return
+                self.state = "running"
+                log.info("inbox.started", concurrency=self.worker_settings.concurrency)
+                await worker.run()
+                if self._stop.is_set():
+                    return
+                raise RuntimeError("the inbox worker stopped by itself")
+            except Exception as exc:  # noqa: BLE001 - say so on /readyz, then start over
+                self.state = f"restarting after {type(exc).__name__}"
+                log.error("inbox.loop_failed", error=type(exc).__name__)
+                await self._pause(RESTART_SECONDS)
+
+    async def _wait_for_schema(self, engine: AsyncEngine) -> None:
+        while not self._stop.is_set():
+            try:
+                if (await migration_state(engine, LogicalService.RUNTIME)).at_head:
+                    return
+                self.state = "waiting for migrations"
+            except Exception as exc:  # noqa: BLE001 - the database is not reachable yet
+                self.state = f"waiting for the database ({type(exc).__name__})"
+            await self._pause(SCHEMA_POLL_SECONDS)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once on stop()."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+
+    async def _count(self, engine: AsyncEngine) -> None:
+        while True:
+            await asyncio.sleep(DEPTH_SECONDS)
+            if self.state != "running":
+                continue
+            try:
+                async with reading(engine) as conn:
+                    rows = await self.store.counts(
+                        conn, queue=(FAMILY, QUEUE_CLASS), states=LIVE_STATES
+                    )
+                    now = int((await conn.execute(db_now_ms().select())).scalar_one())
+            except Exception as exc:  # noqa: BLE001 - metrics keep their last values
+                log.warning("inbox.count_failed", error=type(exc).__name__)
+                continue
+            by_state = {r["state"]: r for r in rows}
+            pending = by_state.get(PENDING)
+            oldest = pending["oldest_run_after"] if pending else None
+            self.depth = QueueDepth(
+                items={
+                    state: by_state[state]["count"] if state in by_state else 0
+                    for state in LIVE_STATES
+                },
+                oldest_pending_seconds=max(0.0, (now - oldest) / 1000) if oldest else 0.0,
+            )

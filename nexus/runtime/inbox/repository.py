@@ -1,0 +1,141 @@
+"""Every SQL statement of the inbox besides the work engine's: bindings, dedupe, run-as."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from nexus.identity import models as im
+from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.workqueue.store import QueuePolicy
+from nexus.runtime.metadata import models as m
+
+
+@dataclass(frozen=True)
+class RunAs:
+    user_id: str
+    security_epoch: int
+
+
+@dataclass(frozen=True)
+class FoundRecord:
+    id: str
+    is_deleted: bool
+
+
+class InboxRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # ------------------------------------------------------------------ run-as
+    async def bound_user(self, org_id: str, workload: str) -> RunAs | None:
+        """The active user bound to `workload` in an existing org; None fails closed."""
+        b, u, o = m.workload_binding, im.user, im.org
+        row = (
+            await self.session.execute(
+                select(b.c.user_id, o.c.security_epoch)
+                .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
+                .join(o, o.c.org_id == b.c.org_id)
+                .where(b.c.org_id == org_id, b.c.workload == workload, u.c.is_active.is_(True))
+            )
+        ).first()
+        return None if row is None else RunAs(str(row[0]), int(row[1]))
+
+    async def active_user(self, org_id: str, user_id: str) -> RunAs | None:
+        """The run-as user of an accepted command, if still active (and the org's epoch)."""
+        u, o = im.user, im.org
+        row = (
+            await self.session.execute(
+                select(u.c.user_id, o.c.security_epoch)
+                .join(o, o.c.org_id == u.c.org_id)
+                .where(u.c.org_id == org_id, u.c.user_id == user_id, u.c.is_active.is_(True))
+            )
+        ).first()
+        return None if row is None else RunAs(str(row[0]), int(row[1]))
+
+    # ------------------------------------------------------------------ dedupe
+    async def message(self, org_id: str, message_key: str) -> RowMapping | None:
+        t = m.inbox_message
+        result = await self.session.execute(
+            select(t.c.work_id, t.c.command_sha256).where(
+                t.c.org_id == org_id, t.c.message_key == message_key
+            )
+        )
+        return result.mappings().first()
+
+    async def insert_message(
+        self, *, org_id: str, message_key: str, work_id: str, digest: str
+    ) -> bool:
+        """Claim the message key; False when it was taken (a concurrent or earlier accept)."""
+        dialect = self.session.get_bind().dialect.name
+        inserted = await self.session.execute(
+            insert_ignore(m.inbox_message, dialect).values(
+                org_id=org_id,
+                message_key=message_key,
+                work_id=work_id,
+                command_sha256=digest,
+                accepted_at_ms=db_now_ms(),
+            )
+        )
+        return bool(inserted.rowcount == 1)  # type: ignore[attr-defined]  # a CursorResult
+
+    # ------------------------------------------------------------------ records
+    async def record_by_value(
+        self, table: Table, column: str, value: Any, org_id: str
+    ) -> FoundRecord | None:
+        """The record holding `value` in a unique column (deleted ones too), if any."""
+        row = (
+            await self.session.execute(
+                select(table.c.id, table.c.is_deleted).where(
+                    table.c.org_id == org_id, table.c[column] == value
+                )
+            )
+        ).first()
+        return None if row is None else FoundRecord(str(row[0]), bool(row[1]))
+
+    # ------------------------------------------------------------------ bindings
+    async def bindings(self, org_id: str) -> list[RowMapping]:
+        b, u = m.workload_binding, im.user
+        result = await self.session.execute(
+            select(b.c.workload, b.c.user_id, u.c.username, u.c.is_active)
+            .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
+            .where(b.c.org_id == org_id)
+            .order_by(b.c.workload)
+        )
+        return list(result.mappings())
+
+    async def set_binding(self, *, org_id: str, workload: str, user_id: str, now_ms: int) -> None:
+        b = m.workload_binding
+        key = (b.c.org_id == org_id, b.c.workload == workload)
+        changed = await self.session.execute(
+            update(b).where(*key).values(user_id=user_id, updated_at_ms=now_ms)
+        )
+        if changed.rowcount == 0:  # type: ignore[attr-defined]  # a CursorResult
+            await self.session.execute(
+                insert(b).values(
+                    org_id=org_id, workload=workload, user_id=user_id, updated_at_ms=now_ms
+                )
+            )
+
+    async def remove_binding(self, *, org_id: str, workload: str) -> bool:
+        b = m.workload_binding
+        removed = await self.session.execute(
+            delete(b).where(b.c.org_id == org_id, b.c.workload == workload)
+        )
+        return bool(removed.rowcount)  # type: ignore[attr-defined]  # a CursorResult
+
+
+async def set_queue_policy(
+    conn: AsyncConnection, queues: Table, family: str, queue_class: str, policy: QueuePolicy
+) -> None:
+    """Make an existing queue follow the configured policy (for items enqueued from now on:
+    each item keeps the max attempts it was enqueued with)."""
+    await conn.execute(
+        update(queues)
+        .where(queues.c.family == family, queues.c.queue_class == queue_class)
+        .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
+    )
