@@ -39,7 +39,17 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
     "app-sfcrm": frozenset(
         {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
     ),
-    "integration": frozenset({"identity.read", "runtime.records", "runtime.commands"}),
+    # exchange + operators.check: the integration admin API asks Runtime about its users;
+    # commands: AcceptCommand (its executor delivers work items to Runtime)
+    "integration": frozenset(
+        {
+            "identity.exchange",
+            "identity.read",
+            "runtime.records",
+            "runtime.operators.check",
+            "runtime.commands",
+        }
+    ),
     "catalog": frozenset({"runtime.metadata.apply"}),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),

@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
 
+import httpx
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService, Role
+from nexus.integration.admin_endpoints import router as admin_router
 from nexus.integration.endpoints import HooksEndpoint
 from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.models import work
+from nexus.integration.operator_auth import OperatorGate
+from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
 from nexus.platform.db import create_engine
+from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.platform.workqueue.metrics import watching_queues
 
-CAPABILITIES = ("ops.v1", "webhooks.ingress.v1")
+CAPABILITIES = ("ops.v1", "webhooks.ingress.v1", "integration.admin.v1")
 Loops = Literal["none", "all"]
 
 
@@ -70,7 +77,8 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
         gc.collect()
         gc.freeze()
         try:
-            yield
+            async with _operating(app, settings, loops_engine, loops=loops):
+                yield
         finally:
             await writer.close()
             await ingress_engine.dispose()
@@ -86,5 +94,37 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     )
     app.state.loops = loops
     app.state.public_base_url = settings.public_base_url.rstrip("/")
+    app.include_router(admin_router)
     app.add_middleware(HooksEndpoint, role=Role.INTEGRATION.value)
     return app
+
+
+@asynccontextmanager
+async def _operating(
+    app: FastAPI, settings: Settings, loops_engine: AsyncEngine, *, loops: Loops
+) -> AsyncIterator[None]:
+    """The admin API's Runtime client (operator checks); with the loops, retention and the
+    queue gauges on /metrics (docs/adr/0020)."""
+    cfg = settings.integration
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
+        app.state.operators = OperatorGate(
+            runtime_url=settings.upstream_url("runtime-api"),
+            signer=workload_signer(settings, "integration"),
+            client=client,
+        )
+        if loops == "all":
+            await stack.enter_async_context(
+                retention_loop(
+                    loops_engine,
+                    retention_days=cfg.integration_retention_days,
+                    interval_s=cfg.integration_retention_interval_seconds,
+                    batch=cfg.integration_retention_batch,
+                )
+            )
+            await stack.enter_async_context(
+                watching_queues(
+                    loops_engine, [work], interval_s=settings.log.work_stats_interval_seconds
+                )
+            )
+        yield

@@ -64,6 +64,21 @@ route = Table(
     Column("updated_at_ms", BigInteger, nullable=False),
 )
 
+#: Every version a route has had (immutable, written by `apply`): a replay proves that an
+#: older event's command mapping still holds by comparing its version's `command` with the
+#: current one's (docs/adr/0020).
+route_version = Table(
+    "integration_route_version",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("connector", String(64), primary_key=True),
+    Column("route_key", String(64), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("body", Text, nullable=False),  # the declaration as canonical JSON (no secrets)
+    Column("digest", String(64), nullable=False),
+    Column("applied_at_ms", BigInteger, nullable=False),
+)
+
 #: IngressReceipt: a verified provider delivery, durably accepted, and the receipt router's
 #: state until it is materialized into events (seed: connector-root-architecture).
 ingress_receipt = Table(

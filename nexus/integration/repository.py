@@ -70,6 +70,18 @@ class RouteRepository:
             # a concurrent apply moved it: let the caller retry
             if result.rowcount != 1:  # type: ignore[attr-defined]  # CursorResult
                 raise RuntimeError("route changed concurrently; apply again")
+        if changed:  # the history a replay proves compatibility against (ADR 0020)
+            await self.session.execute(
+                m.route_version.insert().values(
+                    org_id=org_id,
+                    connector=declaration.connector,
+                    route_key=declaration.route,
+                    version=version,
+                    body=values["body"],
+                    digest=digest,
+                    applied_at_ms=now,
+                )
+            )
         return AppliedRoute(
             declaration.connector, declaration.route, version, changed, declaration.active
         )

@@ -71,6 +71,8 @@ class LogSettings(BaseSettings):
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
+    #: How often a role recounts its work queues for the `nexus_work_*` gauges on /metrics.
+    work_stats_interval_seconds: Annotated[float, Field(ge=0.1, le=300)] = 5.0
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
@@ -146,6 +148,28 @@ class IntegrationSettings(BaseSettings):
     loops_pool_size: Annotated[int, Field(ge=1, le=200)] = 4
     #: How long a resolved route (and its secrets) is reused before it is read again.
     ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
+    #: Retention (the `--loops=all` process): succeeded WorkItems and materialized receipts
+    #: older than this are pruned; dead items, their events and receipts stay until replayed
+    #: or purged. The loop runs every `..._interval_seconds`, `..._batch` rows a transaction.
+    integration_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
+    integration_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
+    integration_retention_batch: Annotated[int, Field(ge=1, le=500)] = 500
+
+
+class OutboxSettings(BaseSettings):
+    """runtime-worker's outbox: after-save record actions and outbound webhooks."""
+
+    model_config = _config()
+
+    #: Attempts per item before it is dead (set on the queue when runtime-worker starts).
+    outbox_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
+    #: Retry backoff: full jitter under base * 2^(attempt-1), capped.
+    outbox_backoff_base_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 5_000
+    outbox_backoff_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 3_600_000
+    #: A webhook receiver gets this long to answer (connect included).
+    outbox_webhook_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 10.0
+    #: Items executed at once by one runtime-worker process.
+    outbox_concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
 
 
 class InboxSettings(BaseSettings):
@@ -171,6 +195,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
+    OutboxSettings,
     InboxSettings,
 )
 
@@ -191,6 +216,7 @@ class Settings:
     upstreams: UpstreamSettings
     identity: IdentitySettings
     integration: IntegrationSettings
+    outbox: OutboxSettings
     inbox: InboxSettings
 
     @property
@@ -275,5 +301,6 @@ def load_settings(**overrides: Any) -> Settings:
         upstreams=_build(UpstreamSettings, overrides),
         identity=_build(IdentitySettings, overrides),
         integration=_build(IntegrationSettings, overrides),
+        outbox=_build(OutboxSettings, overrides),
         inbox=_build(InboxSettings, overrides),
     )

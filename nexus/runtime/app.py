@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
@@ -15,13 +15,16 @@ from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
+from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
 from nexus.runtime.inbox.queue import inbox_store
+from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.outbox.worker import outbox_lifespan
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
@@ -32,7 +35,7 @@ API_CAPABILITIES = (
     "runtime.records.v1",
     "runtime.commands.v1",
 )
-WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1")
+WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1", "runtime.outbox.v1")
 
 
 def _api_lifespan(
@@ -90,23 +93,44 @@ def create_api_app(settings: Settings) -> FastAPI:
     return app
 
 
-def create_worker_app(settings: Settings) -> FastAPI:
-    """The worker serves health and metrics on its own port; its work loops join here."""
-    inbox = InboxLoop(settings)
+def _worker_lifespan(
+    settings: Settings, inbox_loop: InboxLoop
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """Every work loop of runtime-worker, started in order and stopped in reverse."""
+    loops = (inbox_loop.lifespan, outbox_lifespan(settings), _queue_gauges(settings))
 
     @asynccontextmanager
-    async def on_start(_app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
-        await inbox.start()
-        try:
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for loop in loops:
+                await stack.enter_async_context(loop(app, state))
             yield
-        finally:
-            await inbox.stop()  # SIGTERM: drain
 
+    return start
+
+
+def create_worker_app(settings: Settings) -> FastAPI:
+    """The worker serves health and metrics on its own port; its work loops join here."""
+    inbox_loop = InboxLoop(settings)
     return create_service_app(
         settings=settings,
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
-        on_start=on_start,
-        readiness_checks=[inbox.ready],
+        on_start=_worker_lifespan(settings, inbox_loop),
+        readiness_checks=[inbox_loop.ready],
     )
+
+
+def _queue_gauges(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """The nexus_work_* gauges of the inbox and outbox on /metrics (docs/adr/0020)."""
+
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        interval = settings.log.work_stats_interval_seconds
+        async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
+            yield
+
+    return start

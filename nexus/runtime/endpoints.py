@@ -13,6 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.errors import BadRequest, Forbidden
 from nexus.contracts.identity import TrustedCall
+from nexus.contracts.operators import (
+    OPERATOR_CHECK_CAPABILITY,
+    OperatorCheckRequest,
+    OperatorCheckResponse,
+)
 from nexus.contracts.records import MAX_BATCH, MutateRequest, MutateResponse, RecordData
 from nexus.identity.endpoints import identity_state, internal_call
 from nexus.identity.repository import IdentityRepository
@@ -61,15 +66,26 @@ class MetadataApplyResponse(BaseModel):
     metadata_revision: int
 
 
-async def _require_admin(request: Request, caller: TrustedCall) -> None:
-    """Metadata administration needs a System Administrator (decided here, in Runtime)."""
+async def _require_admin(
+    request: Request, caller: TrustedCall, *, what: str = "metadata administration"
+) -> None:
+    """Administration needs a System Administrator (decided here, in Runtime)."""
     sessions = identity_state(request).sessions
     async with unit_of_work(sessions, readonly=True) as session:
         user = await IdentityRepository(session).user(caller.org_id, caller.user_id)
     if user is None or not user["is_admin"]:
-        raise Forbidden(
-            "metadata administration needs a System Administrator", code="INSUFFICIENT_ACCESS"
-        )
+        raise Forbidden(f"{what} needs a System Administrator", code="INSUFFICIENT_ACCESS")
+
+
+@router.post("/operators/check", response_model=OperatorCheckResponse)
+async def operators_check(
+    request: Request,
+    body: OperatorCheckRequest,
+    caller: Annotated[TrustedCall, Depends(internal_call(OPERATOR_CHECK_CAPABILITY))],
+) -> OperatorCheckResponse:
+    """May the delegating user operate `area` (dead letters, replay, ...)? 200 or 403."""
+    await _require_admin(request, caller, what=f"operating {body.area}")
+    return OperatorCheckResponse(area=body.area, org_id=caller.org_id, user_id=caller.user_id)
 
 
 @router.post("/metadata/apply", response_model=MetadataApplyResponse)

@@ -62,11 +62,11 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def running_stack(
-    tmp_path: Path, backend: Backend | None = None
+    tmp_path: Path, backend: Backend | None = None, **extra_env: str
 ) -> Iterator[tuple[subprocess.Popen[str], int, float]]:
     """`nexus up` on free ports; yields (process, port base, seconds until ready)."""
     base = free_port_base()
-    env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base))
+    env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base), **extra_env)
     if backend is not None and backend.name == "mariadb":
         env.update(backend.env())
     started = time.monotonic()
@@ -82,7 +82,7 @@ def running_stack(
                 lines.append(line)
             elapsed = time.monotonic() - started
             assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
-            password = next(
+            password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
                 line.split("password: ", 1)[1].strip() for line in lines if "password: " in line
             )
             token = httpx.post(

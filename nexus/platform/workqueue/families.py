@@ -25,6 +25,10 @@ class TransferBlocked(Conflict):
 
     default_code = "TRANSFER_BLOCKED"
 
+    def __init__(self, message: str, *, blocking: list[str]) -> None:
+        super().__init__(message)
+        self.blocking = blocking  # the items still holding live leases (at most 20)
+
 
 async def transfer(
     engine: AsyncEngine,
@@ -96,6 +100,7 @@ async def transfer(
                 )
             blocking = ", ".join(r[0] for r in live) or f"{held} target lane lease(s)"
             raise TransferBlocked(
-                f"work family {family!r} still has live leases: {blocking}; claims re-admitted"
+                f"work family {family!r} still has live leases: {blocking}; claims re-admitted",
+                blocking=[r[0] for r in live],
             )
         await asyncio.sleep(poll_s)

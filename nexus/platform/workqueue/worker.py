@@ -100,7 +100,12 @@ class WorkerStats:
     reclaimed: int = 0
     claims: int = 0
     claim_latency_ms: float = 0.0  # EWMA
+    claim_seconds: float = 0.0  # total time in claim transactions (with `claims`: a summary)
     batch: int = 0
+
+
+#: Every worker's counters in this process, for `/metrics` (`workqueue.metrics`).
+PROCESS_STATS: list[WorkerStats] = []
 
 
 @dataclass
@@ -138,6 +143,7 @@ class Worker:
         self.handler = handler
         self.settings = settings or WorkerSettings()
         self.stats = WorkerStats(batch=self.settings.batch)
+        PROCESS_STATS.append(self.stats)
         self._live: dict[str, _Live] = {}
         self._results: asyncio.Queue[tuple[Claimed, Outcome]] = asyncio.Queue()
         self._stopping = asyncio.Event()
@@ -292,6 +298,7 @@ class Worker:
         """Admission budget: halve the batch when claims get slow, recover additively."""
         stats, settings = self.stats, self.settings
         stats.claims += 1
+        stats.claim_seconds += latency_ms / 1000
         stats.claim_latency_ms = (
             latency_ms if stats.claims == 1 else 0.8 * stats.claim_latency_ms + 0.2 * latency_ms
         )

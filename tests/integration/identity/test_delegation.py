@@ -11,11 +11,18 @@ import httpx
 import pytest
 from joserfc.jwk import ECKey
 
+from nexus.contracts.errors import Forbidden, Unauthorized, UpstreamError
 from nexus.identity import admin
 from nexus.identity.keys import KeyRing, key_dir
+from nexus.integration.operator_auth import OperatorGate
 from nexus.platform.secrets import secrets_dir, workload_signer
 from nexus.platform.workload import WorkloadSigner
-from tests.integration.identity.conftest import ALICE_PASSWORD, STALENESS, Identity
+from tests.integration.identity.conftest import (
+    ADMIN_PASSWORD,
+    ALICE_PASSWORD,
+    STALENESS,
+    Identity,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 EXCHANGE = "/internal/v1/identity/exchange"
@@ -171,3 +178,50 @@ async def test_exchange_refuses_a_revoked_user_token(identity: Identity) -> None
     await asyncio.sleep(STALENESS)
     reply = await exchange(identity, token)
     assert reply.status_code == 401
+
+
+# ------------------------------------------------------------------ operator checks
+# Who may operate the integration is Runtime's decision: Integration's `OperatorGate`
+# exchanges the user's token and asks `/internal/v1/runtime/operators/check`.
+
+
+def gate(
+    identity: Identity, client: httpx.AsyncClient, workload: str = "integration"
+) -> OperatorGate:
+    return OperatorGate(
+        runtime_url=identity.url,
+        signer=workload_signer(identity.settings, workload),  # type: ignore[arg-type]
+        client=client,
+    )
+
+
+async def test_a_system_administrator_may_operate_the_integration(identity: Identity) -> None:
+    token = await user_token(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient() as client:
+        operator = await gate(identity, client).operator(f"Bearer {token}")
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        me = await client.get(
+            "/services/oauth2/userinfo", headers={"authorization": f"Bearer {token}"}
+        )
+    assert me.status_code == 200, me.text
+    assert operator.user_id == me.json()["user_id"]
+    assert operator.org_id == me.json()["organization_id"]
+
+
+async def test_anyone_else_is_refused_and_nothing_is_decided_without_a_valid_token(
+    identity: Identity,
+) -> None:
+    alice = await user_token(identity)
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(Forbidden, match="operating integration needs a System Administrator"):
+            await gate(identity, client).operator(f"Bearer {alice}")
+        for header in (None, "", "Basic abc", f"Bearer {alice}x"):
+            with pytest.raises(Unauthorized):
+                await gate(identity, client).operator(header)
+
+
+async def test_a_workload_without_the_capabilities_cannot_ask(identity: Identity) -> None:
+    token = await user_token(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(UpstreamError, match="could not authorize the operator"):
+            await gate(identity, client, workload="catalog").operator(f"Bearer {token}")

@@ -1,0 +1,101 @@
+"""`nexus_work_*` on the /metrics of the roles that run work (integration, runtime-worker),
+served on real sockets, on SQLite and MariaDB: queue gauges from the periodic count, labels
+family / queue_class / state only."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.contracts.roles import LogicalService
+from nexus.integration.app import create_app as integration_app
+from nexus.platform.db import create_engine
+from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.settings import Settings, load_settings
+from nexus.platform.workqueue.store import NewItem, WorkStore
+from nexus.runtime.app import create_worker_app
+from nexus.runtime.metadata.models import inbox
+from tests.conftest import Backend
+from tests.support.integration_rows import DIE, execute, route_delivery
+from tests.support.servers import serving
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ORG = "00D000000000001AAA"
+LABELS = re.compile(r"^nexus_work_\w+\{([^}]*)\}", re.MULTILINE)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def engines(
+    backend: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[AsyncEngine, AsyncEngine, Settings]]:
+    integration = create_engine(backend.url(LogicalService.INTEGRATION), application_name="t")
+    runtime = create_engine(backend.url(LogicalService.RUNTIME), application_name="t")
+    await upgrade_to_head(integration, LogicalService.INTEGRATION)
+    await upgrade_to_head(runtime, LogicalService.RUNTIME)
+    settings = load_settings(
+        var_dir=Path(tmp_path_factory.mktemp("var")),
+        integration_database_url=backend.url(LogicalService.INTEGRATION),
+        runtime_database_url=backend.url(LogicalService.RUNTIME),
+        work_stats_interval_seconds=0.1,
+    )
+    yield integration, runtime, settings
+    await integration.dispose()
+    await runtime.dispose()
+
+
+async def metrics_once(url: str, wanted: str) -> str:
+    async with httpx.AsyncClient(base_url=url) as client:
+        async with asyncio.timeout(20):
+            while True:
+                text = (await client.get("/metrics")).text
+                if wanted in text:
+                    return text
+                await asyncio.sleep(0.05)
+
+
+async def test_the_integration_role_publishes_its_queue_depths(
+    engines: tuple[AsyncEngine, AsyncEngine, Settings],
+) -> None:
+    engine, _, settings = engines
+    routed = [
+        await route_delivery(engine, org_id=ORG, connector="shop", route="orders", route_version=1)
+        for _ in range(3)
+    ]
+    await execute(engine, "routes:shop", DIE)
+    await route_delivery(engine, org_id=ORG, connector="shop", route="orders", route_version=1)
+    async with serving(integration_app(settings, loops="all")) as url:
+        text = await metrics_once(
+            url, 'nexus_work_items{family="routes:shop",queue_class="default",state="dead"} 3.0'
+        )
+    assert 'nexus_work_items{family="routes:shop",queue_class="default",state="pending"} 1.0' in (
+        text
+    )
+    assert 'nexus_work_in_flight{family="routes:shop",queue_class="default"} 0.0' in text
+    assert "nexus_work_oldest_pending_age_seconds{" in text
+    for labels in LABELS.findall(text):  # family, queue_class, state: never an id
+        assert {part.split("=")[0] for part in labels.split(",")} <= {
+            "family",
+            "queue_class",
+            "state",
+        }
+    assert not any(r.work_id in text or r.event_id in text for r in routed)
+
+
+async def test_runtime_worker_publishes_its_inbox_depth(
+    engines: tuple[AsyncEngine, AsyncEngine, Settings],
+) -> None:
+    _, engine, settings = engines
+    store = WorkStore(inbox, owner="runtime-worker")
+    async with engine.begin() as conn:
+        await store.enqueue(conn, [NewItem("commands", "records", "{}") for _ in range(2)])
+    async with serving(create_worker_app(settings)) as url:
+        await metrics_once(
+            url, 'nexus_work_items{family="commands",queue_class="records",state="pending"} 2.0'
+        )

@@ -1,0 +1,141 @@
+"""Integration rows as the receipt router writes them (receipt -> event -> work item), for
+tests of what happens after routing (dead letters, replay, retention) — and how to park an
+item through the work engine's own claim and finish, as the executor would."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.integration import models as m
+from nexus.integration.repository import ReceiptRow, store_receipts
+from nexus.platform.db import db_now_ms
+from nexus.platform.workqueue.store import (
+    DEAD,
+    TERMINAL,
+    NewItem,
+    Outcome,
+    QueuePolicy,
+    WorkStore,
+)
+
+EXECUTOR = "test-executor"  # the owner the test families are created for
+DIE = Outcome(DEAD, TERMINAL, "Runtime refused the command: INVALID_FIELD (LastName)")
+
+
+@dataclass(frozen=True)
+class Routed:
+    receipt_id: str
+    event_id: str
+    work_id: str
+    delivery_id: str
+
+
+async def route_delivery(
+    engine: AsyncEngine,
+    *,
+    org_id: str,
+    connector: str,
+    route: str,
+    route_version: int,
+    pack: str | None = None,
+    lane_key: str | None = None,
+    payload: dict[str, object] | None = None,
+    queue_class: str = "default",
+    policy: QueuePolicy | None = None,
+) -> Routed:
+    """One verified delivery, materialized into one event and one work item."""
+    body = json.dumps(payload or {"data": {"id": secrets.token_hex(4)}}).encode()
+    delivery_id = f"dlv-{secrets.token_hex(6)}"
+    receipt_id = secrets.token_hex(16)
+    event_id = f"{receipt_id}-0"
+    work_id = secrets.token_hex(16)
+    pack = pack or f"routes:{connector}"
+    digest = hashlib.sha256(body).hexdigest()
+    async with engine.begin() as conn:
+        await store_receipts(
+            conn,
+            [
+                ReceiptRow(
+                    org_id=org_id,
+                    receipt_id=receipt_id,
+                    connector=connector,
+                    route_key=route,
+                    route_version=route_version,
+                    provider_delivery_id=delivery_id,
+                    delivery_id_source="header",
+                    method="POST",
+                    content_type="application/json",
+                    event_kind="contact.updated",
+                    correlation={"request_id": "r1"},
+                    body_bytes=len(body),
+                    body_snapshot=body,
+                    body_ref=None,
+                    payload_sha256=digest,
+                    signature_scheme="standard_webhooks",
+                    signature_key_index=0,
+                )
+            ],
+        )
+        await conn.execute(
+            update(m.ingress_receipt)
+            .where(m.ingress_receipt.c.receipt_id == receipt_id)
+            .values(router_status="materialized", materialized_event_ids=json.dumps([event_id]))
+        )
+        await conn.execute(
+            m.connector_event.insert().values(
+                org_id=org_id,
+                event_id=event_id,
+                receipt_id=receipt_id,
+                ordinal=0,
+                installed_pack_id=pack,
+                pack_generation=route_version,
+                connector=connector,
+                route_key=route,
+                route_version=route_version,
+                event_kind="contact.updated",
+                source_object_kind="contact" if lane_key else None,
+                source_object_id=lane_key,
+                idempotency_key=delivery_id,
+                delivery_seq=1,
+                payload_sha256=digest,
+                parse_outcome="parsed",
+                command=json.dumps({"op": "upsert", "object": "Contact", "fields": payload}),
+                correlation="{}",
+                created_at_ms=db_now_ms(),
+            )
+        )
+        store = WorkStore(m.work, owner=EXECUTOR)
+        await store.ensure_queue(conn, pack, queue_class, policy=policy)
+        await store.enqueue(
+            conn,
+            [NewItem(pack, queue_class, json.dumps({"event_id": event_id}), work_id, lane_key)],
+        )
+        await conn.execute(
+            m.event_work.insert().values(
+                org_id=org_id,
+                event_id=event_id,
+                work_type="command",
+                work_id=work_id,
+                created_at_ms=db_now_ms(),
+            )
+        )
+    return Routed(receipt_id, event_id, work_id, delivery_id)
+
+
+async def execute(
+    engine: AsyncEngine, pack: str, outcome: Outcome, queue_class: str = "default"
+) -> list[str]:
+    """Claim every claimable item of `pack` now and record `outcome` for each."""
+    store = WorkStore(m.work, owner=EXECUTOR)
+    async with engine.begin() as conn:
+        epoch = (await store.admitted_families(conn))[pack]
+        claimed = await store.claim(conn, pack, queue_class, epoch, 500)
+        if claimed:
+            await store.finish(conn, pack, epoch, claimed[0].token, [(c, outcome) for c in claimed])
+    return [c.id for c in claimed]
