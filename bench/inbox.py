@@ -153,47 +153,49 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
 
         env = {"NEXUS_INBOX_CONCURRENCY": str(args.concurrency), "NEXUS_LOG_LEVEL": "warning"}
         worker = start_worker(db, logs / "worker.log", **env)
-        started = time.perf_counter()
-        while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
-            await asyncio.sleep(0.05)
-        elapsed = time.perf_counter() - started
-        result["burn_down"] = phase = {
-            "concurrency": args.concurrency,
-            "per_second": round(args.commands / elapsed, 1),
-        }
-        print("burn_down", json.dumps(phase), file=sys.stderr, flush=True)
+        try:
+            started = time.perf_counter()
+            while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
+                await asyncio.sleep(0.05)
+            elapsed = time.perf_counter() - started
+            result["burn_down"] = phase = {
+                "concurrency": args.concurrency,
+                "per_second": round(args.commands / elapsed, 1),
+            }
+            print("burn_down", json.dumps(phase), file=sys.stderr, flush=True)
 
-        items = m.inbox.items
-        async with reading(db.engine) as conn:
-            mark = int((await conn.execute(select(func.max(items.c.created_at)))).scalar_one())
-        steady = int(args.rate * 20)
-        started = time.perf_counter()
-        tasks = []
-        for n in range(steady):
-            delay = started + n / args.rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(sender.send()))
-        await asyncio.gather(*tasks)
-        while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
-            await asyncio.sleep(0.05)
-        async with reading(db.engine) as conn:
-            waits = [
-                float(r[0])
-                for r in await conn.execute(
-                    select(items.c.finished_at - items.c.created_at).where(
-                        items.c.created_at > mark
+            items = m.inbox.items
+            async with reading(db.engine) as conn:
+                mark = int((await conn.execute(select(func.max(items.c.created_at)))).scalar_one())
+            steady = int(args.rate * 20)
+            started = time.perf_counter()
+            tasks = []
+            for n in range(steady):
+                delay = started + n / args.rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(sender.send()))
+            await asyncio.gather(*tasks)
+            while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
+                await asyncio.sleep(0.05)
+            async with reading(db.engine) as conn:
+                waits = [
+                    float(r[0])
+                    for r in await conn.execute(
+                        select(items.c.finished_at - items.c.created_at).where(
+                            items.c.created_at > mark
+                        )
                     )
-                )
-            ]
-        result["steady"] = {
-            "rate": args.rate,
-            "commands": len(waits),
-            "accept_to_applied_p50_ms": round(percentile(waits, 0.5), 1),
-            "accept_to_applied_p99_ms": round(percentile(waits, 0.99), 1),
-        }
-        worker.process.send_signal(signal.SIGTERM)
-        worker.process.wait(timeout=30)
+                ]
+            result["steady"] = {
+                "rate": args.rate,
+                "commands": len(waits),
+                "accept_to_applied_p50_ms": round(percentile(waits, 0.5), 1),
+                "accept_to_applied_p99_ms": round(percentile(waits, 0.99), 1),
+            }
+        finally:
+            worker.process.send_signal(signal.SIGTERM)
+            worker.process.wait(timeout=30)
     finally:
         api.send_signal(signal.SIGTERM)
         api.wait(timeout=30)

@@ -1107,6 +1107,11 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+    _add_outbound_parsers(admin_sub)
+    _add_binding_parsers(admin_sub)
+
+
+def _add_binding_parsers(admin_sub: argparse._SubParsersAction[_Parser]) -> None:
     bind = admin_sub.add_parser("bind-workload", help="run a workload's commands as a user")
     bind.add_argument("--workload", required=True, help="e.g. integration")
     bind.add_argument("--username", required=True)
@@ -1116,7 +1121,6 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     unbind.set_defaults(handler=cmd_admin_unbind_workload)
     bindings = admin_sub.add_parser("list-bindings", help="list workload run-as bindings")
     bindings.set_defaults(handler=cmd_admin_list_bindings)
-    _add_outbound_parsers(admin_sub)
 
 
 def _add_outbound_parsers(admin_sub: argparse._SubParsersAction[_Parser]) -> None:

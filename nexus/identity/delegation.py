@@ -40,7 +40,7 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
         {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
     ),
     # exchange + operators.check: the integration admin API asks Runtime about its users;
-    # commands: the executor delivers WorkItems to AcceptCommand
+    # commands: AcceptCommand (its executor delivers work items to Runtime)
     "integration": frozenset(
         {
             "identity.exchange",

@@ -195,8 +195,8 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
-    InboxSettings,
     OutboxSettings,
+    InboxSettings,
 )
 
 
@@ -216,8 +216,8 @@ class Settings:
     upstreams: UpstreamSettings
     identity: IdentitySettings
     integration: IntegrationSettings
-    inbox: InboxSettings
     outbox: OutboxSettings
+    inbox: InboxSettings
 
     @property
     def var_dir(self) -> Path:
@@ -301,6 +301,6 @@ def load_settings(**overrides: Any) -> Settings:
         upstreams=_build(UpstreamSettings, overrides),
         identity=_build(IdentitySettings, overrides),
         integration=_build(IntegrationSettings, overrides),
-        inbox=_build(InboxSettings, overrides),
         outbox=_build(OutboxSettings, overrides),
+        inbox=_build(InboxSettings, overrides),
     )

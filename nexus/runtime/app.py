@@ -22,8 +22,7 @@ from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
 from nexus.runtime.inbox.queue import inbox_store
-from nexus.runtime.metadata.models import inbox as inbox_tables
-from nexus.runtime.metadata.models import outbox as outbox_tables
+from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 
@@ -95,10 +94,10 @@ def create_api_app(settings: Settings) -> FastAPI:
 
 
 def _worker_lifespan(
-    settings: Settings, inbox: InboxLoop
+    settings: Settings, inbox_loop: InboxLoop
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     """Every work loop of runtime-worker, started in order and stopped in reverse."""
-    loops = (_inbox_lifespan(inbox), outbox_lifespan(settings), _queue_gauges(settings))
+    loops = (inbox_loop.lifespan, outbox_lifespan(settings), _queue_gauges(settings))
 
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
@@ -110,32 +109,16 @@ def _worker_lifespan(
     return start
 
 
-def _inbox_lifespan(
-    inbox: InboxLoop,
-) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
-    """The command inbox loop (docs/adr/0017); SIGTERM drains it."""
-
-    @asynccontextmanager
-    async def start(_app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
-        await inbox.start()
-        try:
-            yield
-        finally:
-            await inbox.stop()
-
-    return start
-
-
 def create_worker_app(settings: Settings) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
-    inbox = InboxLoop(settings)
+    inbox_loop = InboxLoop(settings)
     return create_service_app(
         settings=settings,
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
-        on_start=_worker_lifespan(settings, inbox),
-        readiness_checks=[inbox.ready],
+        on_start=_worker_lifespan(settings, inbox_loop),
+        readiness_checks=[inbox_loop.ready],
     )
 
 
@@ -147,9 +130,7 @@ def _queue_gauges(
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         interval = settings.log.work_stats_interval_seconds
-        async with watching_queues(
-            state.engine, [inbox_tables, outbox_tables], interval_s=interval
-        ):
+        async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
             yield
 
     return start

@@ -691,30 +691,19 @@ class WorkStore:
         await self._free_target_lanes(conn, family, token, ids)
 
     # ------------------------------------------------------------------ statistics
-    async def counts(
-        self,
-        conn: AsyncConnection,
-        *,
-        queue: tuple[str, str] | None = None,
-        states: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
+    async def counts(self, conn: AsyncConnection) -> list[dict[str, Any]]:
         """Per (family, queue class, state): items and the oldest run_after (the index
-        prefix answers it). With one `queue` (family, queue class) and `states`, each state
-        is one range of the covering index (for /metrics: the live states, never the
-        ever-growing succeeded range)."""
+        prefix answers it)."""
         items = self.t.items
-        query = select(
-            items.c.family,
-            items.c.queue_class,
-            items.c.state,
-            func.count(),
-            func.min(items.c.run_after),
-        ).group_by(items.c.family, items.c.queue_class, items.c.state)
-        if queue is not None:
-            query = query.where(items.c.family == queue[0], items.c.queue_class == queue[1])
-        if states is not None:
-            query = query.where(items.c.state.in_(sorted(states)))
-        rows = await conn.execute(query)
+        rows = await conn.execute(
+            select(
+                items.c.family,
+                items.c.queue_class,
+                items.c.state,
+                func.count(),
+                func.min(items.c.run_after),
+            ).group_by(items.c.family, items.c.queue_class, items.c.state)
+        )
         return [
             {
                 "family": r[0],

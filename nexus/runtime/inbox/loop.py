@@ -3,44 +3,35 @@
 It starts once Runtime's migrations are at head (a worker started before `nexus migrate`
 waits, and says so on /readyz), restarts its Worker if that ever stops by itself, and drains
 on `stop()` (SIGTERM): no new claims, running commands get the drain time, the rest are
-released for another process. Queue depth for /metrics is counted every few seconds from
-the covering index (live states only).
+released for another process. Its queue and this process's counts are on /metrics as
+`nexus_work_*{family="runtime.inbox"}` (`platform.workqueue.metrics`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, db_now_ms, reading, session_factory
+from nexus.platform.db import create_engine, session_factory
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
+from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import Settings
-from nexus.platform.workqueue.store import DEAD, OUTCOME_UNKNOWN, PENDING, PROCESSING
-from nexus.platform.workqueue.worker import Worker, WorkerSettings, WorkerStats
+from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from nexus.runtime.inbox.execute import CommandExecutor
-from nexus.runtime.inbox.metrics import COLLECTOR
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, inbox_policy, inbox_store
 from nexus.runtime.inbox.repository import set_queue_policy
 
 log = get_logger(__name__)
 SCHEMA_POLL_SECONDS = 2.0
 RESTART_SECONDS = 5.0
-DEPTH_SECONDS = 2.0
-LIVE_STATES = (PENDING, PROCESSING, DEAD, OUTCOME_UNKNOWN)
-
-
-@dataclass
-class QueueDepth:
-    """The inbox's live states, as last counted (all processes together)."""
-
-    items: dict[str, int] = field(default_factory=dict)
-    oldest_pending_seconds: float = 0.0
 
 
 class InboxLoop:
@@ -57,15 +48,19 @@ class InboxLoop:
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
         self.state = "starting"
-        self.depth = QueueDepth()
         self.worker: Worker | None = None
         self.engine: AsyncEngine | None = None
         self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._task: asyncio.Task[None] | None = None
 
-    @property
-    def stats(self) -> WorkerStats | None:
-        return self.worker.stats if self.worker is not None else None
+    @asynccontextmanager
+    async def lifespan(self, _app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
+        """runtime-worker's lifetime: start, then drain on shutdown (SIGTERM)."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
 
     async def start(self) -> None:
         self.engine = create_engine(
@@ -75,32 +70,20 @@ class InboxLoop:
             connect_timeout_seconds=self.db.db_connect_timeout_seconds,
             sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
         )
-        self._tasks = [
-            asyncio.create_task(self._run(self.engine), name="inbox-loop"),
-            asyncio.create_task(self._count(self.engine), name="inbox-depth"),
-        ]
-        COLLECTOR.loops.append(self)
+        self._task = asyncio.create_task(self._run(self.engine), name="inbox-loop")
 
     async def stop(self) -> None:
         """Drain: stop claiming, let running commands finish (or release them), then close."""
         self._stop.set()
         if self.worker is not None:
             self.worker.stop()
-        run, count = self._tasks or (None, None)
-        if count is not None:
-            count.cancel()
-        if run is not None:
+        if self._task is not None:
             try:
-                await asyncio.wait_for(run, self.worker_settings.drain_timeout_s + 5)
-            except TimeoutError:
+                await asyncio.wait_for(self._task, self.worker_settings.drain_timeout_s + 5)
+            except TimeoutError:  # wait_for cancelled it
                 log.warning("inbox.drain_timed_out")
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         if self.engine is not None:
             await self.engine.dispose()
-        if self in COLLECTOR.loops:
-            COLLECTOR.loops.remove(self)
         self.state = "stopped"
 
     async def ready(self) -> CheckResult:
@@ -150,28 +133,3 @@ class InboxLoop:
         """Sleep, but wake at once on stop()."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-
-    async def _count(self, engine: AsyncEngine) -> None:
-        while True:
-            await asyncio.sleep(DEPTH_SECONDS)
-            if self.state != "running":
-                continue
-            try:
-                async with reading(engine) as conn:
-                    rows = await self.store.counts(
-                        conn, queue=(FAMILY, QUEUE_CLASS), states=LIVE_STATES
-                    )
-                    now = int((await conn.execute(db_now_ms().select())).scalar_one())
-            except Exception as exc:  # noqa: BLE001 - metrics keep their last values
-                log.warning("inbox.count_failed", error=type(exc).__name__)
-                continue
-            by_state = {r["state"]: r for r in rows}
-            pending = by_state.get(PENDING)
-            oldest = pending["oldest_run_after"] if pending else None
-            self.depth = QueueDepth(
-                items={
-                    state: by_state[state]["count"] if state in by_state else 0
-                    for state in LIVE_STATES
-                },
-                oldest_pending_seconds=max(0.0, (now - oldest) / 1000) if oldest else 0.0,
-            )

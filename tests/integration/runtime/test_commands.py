@@ -54,7 +54,11 @@ async def api(db: RuntimeDb) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture(scope="module")
 def worker(db: RuntimeDb, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = start_worker(db, tmp_path_factory.mktemp("worker-logs") / "runtime-worker.log")
+    process = start_worker(
+        db,
+        tmp_path_factory.mktemp("worker-logs") / "runtime-worker.log",
+        NEXUS_WORK_STATS_INTERVAL_SECONDS="1",
+    )
     try:
         yield process
     finally:
@@ -273,25 +277,29 @@ async def test_commands_on_one_record_apply_in_acceptance_order(
 async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
     api: httpx.AsyncClient, db: RuntimeDb, worker: WorkerProcess
 ) -> None:
-    dead = await accepted(api, db, command("metric", "update", LastName="X"))
-    await wait_final(db.engine, [dead])
+    refused = await accepted(api, db, command("metric", "update", LastName="X"))
+    await wait_final(db.engine, [refused])
     async with httpx.AsyncClient(base_url=worker.url) as client:
         ready = (await client.get("/readyz")).json()
         assert {c["name"]: c["ok"] for c in ready["checks"]} == {
             "database:runtime": True,
             "inbox": True,
         }
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15
+        dead = re.compile(
+            r'^nexus_work_items\{family="runtime.inbox",queue_class="commands",'
+            r'state="dead"\} (\S+)',
+            re.M,
+        )
         while True:
             text = (await client.get("/metrics")).text
-            found = re.search(r'^nexus_inbox_items\{state="dead"\} (\d+)', text, re.M)
-            if (found and int(found.group(1)) >= 1) or time.monotonic() > deadline:
+            found = dead.search(text)
+            if (found and float(found.group(1)) >= 1) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.2)
     assert found is not None
-    assert int(found.group(1)) >= 1
-    succeeded = re.search(r'^nexus_inbox_executions_total\{outcome="succeeded"\} (\S+)', text, re.M)
+    assert float(found.group(1)) >= 1
+    succeeded = re.search(r"^nexus_work_succeeded_total (\S+)", text, re.M)
     assert succeeded is not None
     assert float(succeeded.group(1)) >= 1
-    assert 'nexus_inbox_items{state="pending"}' in text
-    assert "nexus_inbox_oldest_pending_seconds" in text
+    assert 'nexus_work_oldest_pending_age_seconds{family="runtime.inbox"' in text

@@ -333,11 +333,6 @@ async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Que
     assert {rows[i]["state"] for i in ids} == {PENDING}
     assert {rows[i]["attempt"] for i in ids} == {1}
     assert {rows[i]["lease_until"] for i in ids} == {None}
-    async with queue.engine.begin() as conn:  # later tests' workers must not run them
-        families = queue.tables.families
-        await conn.execute(
-            update(families).where(families.c.family == family).values(admitting=False)
-        )
 
 
 async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_policy(
