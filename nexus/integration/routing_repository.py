@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, distinct, select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.integration import models as m
@@ -45,7 +45,7 @@ class ClaimedReceipt:
 
 async def receipt_orgs(conn: AsyncConnection) -> list[str]:
     """The orgs that have (or had) routes: receipts are claimed per org, along the index."""
-    rows = await conn.execute(select(distinct(m.route.c.org_id)))
+    rows = await conn.execute(select(m.route.c.org_id).distinct())
     return sorted(str(r[0]) for r in rows)
 
 

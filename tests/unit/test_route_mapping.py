@@ -103,7 +103,7 @@ def test_a_delivery_that_cannot_be_mapped_names_the_route_setting(
 
 
 def test_a_declared_source_must_be_present() -> None:
-    with pytest.raises(MappingFailed, match="source.object_kind: no text or integer at /object"):
+    with pytest.raises(MappingFailed, match=r"source\.object_kind: no text or integer at /object"):
         map_delivery(route(), {"data": {"id": "c-1", "email": "e"}}, {})
 
 
