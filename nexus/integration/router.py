@@ -46,6 +46,7 @@ from nexus.integration.routing_repository import (
     ClaimedReceipt,
     claim_receipts,
     current_routes,
+    due_receipts,
     fence_receipts,
     held_receipts,
     insert_events,
@@ -228,15 +229,19 @@ class ReceiptRouter:
 
     async def claim(self, org_id: str) -> ClaimedBatch | None:
         """Lease up to `batch` due receipts under a fresh token (committed at return)."""
+        async with reading(self.engine) as conn:
+            ids = await due_receipts(conn, org_id=org_id, limit=self.settings.batch)
+        if not ids:
+            return None
         token = new_token()
         async with self.engine.begin() as conn:
             claimed = await claim_receipts(
                 conn,
                 org_id=org_id,
+                ids=ids,
                 token=token,
                 owner=self.owner,
                 lease_ms=self.settings.lease_ms,
-                limit=self.settings.batch,
             )
         return ClaimedBatch(org_id, token, claimed) if claimed else None
 

@@ -49,28 +49,40 @@ async def receipt_orgs(conn: AsyncConnection) -> list[str]:
     return sorted(str(r[0]) for r in rows)
 
 
+def _claimable() -> Any:
+    t = m.ingress_receipt
+    return (t.c.router_status == RECEIVED) & (t.c.next_attempt_at_ms <= db_now_ms())
+
+
+async def due_receipts(conn: AsyncConnection, *, org_id: str, limit: int) -> list[str]:
+    """Up to `limit` claimable receipt ids, oldest due first (a read: on SQLite an idle poll
+    never takes the write lock)."""
+    t = m.ingress_receipt
+    rows = await conn.execute(
+        select(t.c.receipt_id)
+        .where(t.c.org_id == org_id, _claimable())
+        .order_by(t.c.next_attempt_at_ms, t.c.receipt_id)
+        .limit(limit)
+    )
+    return [r[0] for r in rows]
+
+
 async def claim_receipts(
-    conn: AsyncConnection, *, org_id: str, token: str, owner: str, lease_ms: int, limit: int
+    conn: AsyncConnection,
+    *,
+    org_id: str,
+    ids: Sequence[str],
+    token: str,
+    owner: str,
+    lease_ms: int,
 ) -> list[ClaimedReceipt]:
-    """Claim up to `limit` claimable receipts under `token` (one UPDATE); returns the winners,
-    oldest first. Statements: candidate ids, the claim, the winners' rows."""
+    """Claim those of `ids` that are still claimable under `token` (one UPDATE, CAS on the
+    claimable predicate); returns the winners' rows, oldest first."""
     t = m.ingress_receipt
     now = db_now_ms()
-    claimable = (t.c.router_status == RECEIVED) & (t.c.next_attempt_at_ms <= now)
-    ids = [
-        r[0]
-        for r in await conn.execute(
-            select(t.c.receipt_id)
-            .where(t.c.org_id == org_id, claimable)
-            .order_by(t.c.next_attempt_at_ms, t.c.receipt_id)
-            .limit(limit)
-        )
-    ]
-    if not ids:
-        return []
     await conn.execute(
         update(t)
-        .where(t.c.org_id == org_id, t.c.receipt_id.in_(ids), claimable)
+        .where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), _claimable())
         .values(
             lease_token=token,
             lease_owner=owner[:128],
@@ -92,7 +104,7 @@ async def claim_receipts(
             t.c.body_ref,
             t.c.payload_sha256,
             t.c.router_attempts,
-        ).where(t.c.org_id == org_id, t.c.receipt_id.in_(ids), t.c.lease_token == token)
+        ).where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token)
     )
     claimed = [
         ClaimedReceipt(

@@ -283,18 +283,47 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
+    def _due(self, family: str, queue_class: str, *columns: Any) -> Any:
+        """Claimable items of one queue, oldest first: pending, due, and lane heads only."""
+        items, lanes = self.t.items, self.t.source_lanes
+        return (
+            select(*columns)
+            .select_from(
+                items.outerjoin(
+                    lanes,
+                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
+                )
+            )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state == PENDING,
+                items.c.run_after <= db_now_ms(),
+                or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+            )
+            .order_by(items.c.run_after, items.c.id)
+        )
+
+    async def claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
+        """Whether the queue has a claimable item now: a read, so an idle poller needs no
+        write transaction (on SQLite the write lock is the scarce thing)."""
+        found = await conn.execute(self._due(family, queue_class, self.t.items.c.id).limit(1))
+        return found.first() is not None
+
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
         """Claim up to `limit` claimable items in one transaction: candidates through the
         covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
         fresh token; the winners are the rows carrying it."""
-        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         candidates = {
             row[0]: row
             for row in await conn.execute(
-                select(
+                self._due(
+                    family,
+                    queue_class,
                     items.c.id,
                     items.c.target_key,
                     items.c.queue_class,
@@ -303,25 +332,7 @@ class WorkStore:
                     items.c.payload,
                     items.c.lane_key,
                     items.c.lane_seq,
-                )
-                .select_from(
-                    items.outerjoin(
-                        lanes,
-                        and_(
-                            lanes.c.family == items.c.family,
-                            lanes.c.lane_key == items.c.lane_key,
-                        ),
-                    )
-                )
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == PENDING,
-                    items.c.run_after <= now,
-                    or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit)
+                ).limit(limit)
             )
         }
         if not candidates:
