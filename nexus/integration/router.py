@@ -36,6 +36,7 @@ from typing import Any
 
 from prometheus_client import Counter
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.contracts.commands import AcceptCommandRequest
@@ -290,8 +291,11 @@ class ReceiptRouter:
                 batch = [b for b in batch if b.receipt.receipt_id in held]
                 if not batch:
                     return
-            except Exception as exc:  # noqa: BLE001 - classified: one receipt per transaction, then retry
-                if split and len(batch) > 1:
+            except Exception as exc:
+                if _unavailable(exc):  # the database is away: the leases expire, then retry
+                    log.warning("router.database_unavailable", error_type=type(exc).__name__)
+                    raise
+                if split and len(batch) > 1:  # a row the database refused: one at a time
                     log.warning(
                         "router.batch_failed", receipts=len(batch), error_type=type(exc).__name__
                     )
@@ -479,3 +483,10 @@ class ReceiptRouter:
         if self.failpoint == point:
             log.warning("failpoint.crash", point=point)
             os._exit(137)  # simulate a crash at this point (tests only)
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """A failure of the connection or the server, not of this batch's rows."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError | InterfaceError | OSError | TimeoutError)

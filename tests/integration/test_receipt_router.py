@@ -369,3 +369,40 @@ async def test_a_stale_router_cannot_record_after_its_lease_expired(stack: Stack
         row = await stack.receipt(receipt_id)
         assert row["router_status"] == "materialized"
         assert row["router_attempts"] == 2  # claimed twice, materialized once
+
+
+async def test_a_row_the_database_refuses_does_not_hold_back_its_batch(stack: Stack) -> None:
+    ids = [await stack.receive(contact(n, source="poison")) for n in range(4)]
+    async with reading(stack.engine) as conn:
+        t = m.ingress_receipt
+        received = (
+            await conn.execute(select(t.c.received_at_ms).where(t.c.receipt_id == ids[2]))
+        ).scalar_one()
+    # A WorkItem already holds the id the router will derive for the third receipt (without
+    # its event link): inserting it again violates the primary key.
+    clash = work_id(ORG, received, f"{ids[2]}-0")
+    items = m.work.items
+    async with stack.engine.begin() as conn:
+        await conn.execute(
+            items.insert().values(
+                id=clash,
+                family="elsewhere",
+                queue_class="x",
+                state="succeeded",
+                run_after=0,
+                attempt=1,
+                max_attempts=1,
+                reclaims=0,
+                payload="{}",
+                created_at=0,
+            )
+        )
+    router = stack.router(backoff_base_ms=60_000)
+    await stack.drain(router)
+    for n in (0, 1, 3):
+        assert (await stack.receipt(ids[n]))["router_status"] == "materialized"
+    poisoned = await stack.receipt(ids[2])
+    assert poisoned["router_status"] == "received"  # retried later, with backoff
+    assert poisoned["error"] == "routing failed (IntegrityError)"
+    assert await stack.events([ids[2]]) == []  # its transaction rolled back whole
+    assert len(await stack.events(ids)) == 3
