@@ -66,15 +66,18 @@ class CommandExecutor:
             raise Terminal("the work item's command carries another message id")
         try:
             status, answer = await self._post(request)
-        except httpx.TimeoutException as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
+            DELIVERED.labels("retryable").inc()
+            raise Retryable(f"Runtime unreachable ({_cause(exc)})") from None
+        except httpx.TimeoutException as exc:  # sent, maybe accepted: ask again, same id
             DELIVERED.labels("retryable").inc()
             raise Retryable(
                 f"no answer from Runtime within {self.timeout_seconds:g}s "
-                f"({type(exc).__name__}); sent again under the same message id"
+                f"({_cause(exc)}); sent again under the same message id"
             ) from None
         except httpx.TransportError as exc:
             DELIVERED.labels("retryable").inc()
-            raise Retryable(f"Runtime unreachable ({type(exc).__name__})") from None
+            raise Retryable(f"the exchange with Runtime broke ({_cause(exc)})") from None
         if 200 <= status < 300:
             DELIVERED.labels("accepted").inc()
             return
@@ -111,6 +114,13 @@ class CommandExecutor:
                 if len(raw) > MAX_ANSWER_BYTES:
                     break
             return status, _Answer.parse(raw, response.headers.get("retry-after"))
+
+
+def _cause(exc: BaseException) -> str:
+    """The class name of the original failure (the transport wraps its own exceptions)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return type(exc).__name__
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration.executor import CommandExecutor
 from nexus.integration.models import work
 from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.platform.http_client import internal_client
 from nexus.platform.observability import get_logger
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner
@@ -49,10 +49,10 @@ class IntegrationLoops:
             for _ in range(cfg.integration_router_concurrency)
         ]
         concurrency = cfg.integration_executor_concurrency
-        self.client = httpx.AsyncClient(
+        self.client = internal_client(
             base_url=settings.upstream_url("runtime-api"),
-            timeout=cfg.integration_executor_timeout_seconds,
-            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            timeout_seconds=cfg.integration_executor_timeout_seconds,
+            connections=concurrency,
         )
         self.worker = Worker(
             engine,

@@ -8,7 +8,6 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 import pytest_asyncio
 from joserfc import jwt
@@ -16,6 +15,7 @@ from joserfc.jwk import ECKey
 
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.integration.executor import CommandExecutor
+from nexus.platform.http_client import internal_client
 from nexus.platform.workload import DEADLINE_HEADER, WORKLOAD_HEADER, WorkloadSigner
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal
@@ -67,7 +67,7 @@ def item(external_id: str, *, work_id: str | None = None) -> Claimed:
 
 
 async def call(url: str, claimed: Claimed) -> Exception | None:
-    async with httpx.AsyncClient(base_url=url) as client:
+    async with internal_client(base_url=url, timeout_seconds=TIMEOUT, connections=4) as client:
         executor = CommandExecutor(
             client, WorkloadSigner("integration", KEY), timeout_seconds=TIMEOUT
         )
@@ -130,7 +130,8 @@ async def test_a_timeout_after_sending_is_retried_under_the_same_message_id(
     failure = await call(runtime.url, item("slow-1"))
     assert isinstance(failure, Retryable)
     assert str(failure) == (
-        "no answer from Runtime within 0.5s (ReadTimeout); sent again under the same message id"
+        "no answer from Runtime within 0.5s (SocketTimeoutError); "
+        "sent again under the same message id"
     )
     assert runtime.calls[-1]["body"]["message_id"] == "work-slow-1"  # it did arrive
 
@@ -138,7 +139,7 @@ async def test_a_timeout_after_sending_is_retried_under_the_same_message_id(
 async def test_an_unreachable_runtime_is_retryable() -> None:
     failure = await call(closed_port_url(), item("ok-9"))
     assert isinstance(failure, Retryable)
-    assert str(failure) == "Runtime unreachable (ConnectError)"
+    assert str(failure) == "Runtime unreachable (ConnectionRefusedError)"
 
 
 async def test_a_corrupt_work_item_is_terminal_and_sends_nothing(runtime: StandIn) -> None:
