@@ -236,18 +236,29 @@ class WorkStore:
             insert_ignore(lanes, conn.dialect.name),
             [{"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1} for f, k in sorted(wanted)],
         )
-        sequences: dict[int, int] = {}
-        for (family, lane_key), indexes in sorted(wanted.items()):
-            key = and_(lanes.c.family == family, lanes.c.lane_key == lane_key)
-            while True:  # CAS on next_seq: concurrent enqueuers on one lane never collide
-                first = int((await conn.execute(select(lanes.c.next_seq).where(key))).scalar_one())
-                bumped = await conn.execute(
-                    update(lanes)
-                    .where(key, lanes.c.next_seq == first)
-                    .values(next_seq=first + len(indexes))
+        # Bump every lane by its count in one executemany, then read the new values back: the
+        # UPDATE holds each lane row (MySQL row lock, SQLite write lock) until this
+        # transaction ends, so the value read is this transaction's and the range below it
+        # is ours alone. Two statements for the batch instead of two per lane.
+        ordered = sorted(wanted.items())
+        await conn.execute(
+            update(lanes)
+            .where(lanes.c.family == bindparam("b_f"), lanes.c.lane_key == bindparam("b_k"))
+            .values(next_seq=lanes.c.next_seq + bindparam("b_n")),
+            [{"b_f": f, "b_k": k, "b_n": len(indexes)} for (f, k), indexes in ordered],
+        )
+        after: dict[tuple[str, str], int] = {}
+        for family in sorted({f for f, _ in wanted}):
+            rows = await conn.execute(
+                select(lanes.c.lane_key, lanes.c.next_seq).where(
+                    lanes.c.family == family,
+                    lanes.c.lane_key.in_([k for f, k in wanted if f == family]),
                 )
-                if bumped.rowcount == 1:
-                    break
+            )
+            after.update({(family, str(r[0])): int(r[1]) for r in rows})
+        sequences: dict[int, int] = {}
+        for key, indexes in ordered:
+            first = after[key] - len(indexes)
             for offset, index in enumerate(indexes):
                 sequences[index] = first + offset
         return sequences
