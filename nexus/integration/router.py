@@ -44,6 +44,7 @@ from nexus.integration.mapping import MappingFailed, fit, map_delivery, needs_do
 from nexus.integration.models import work as work_tables
 from nexus.integration.routes import ActiveRoute
 from nexus.integration.routing_repository import (
+    FIRST_EVENT,
     ClaimedReceipt,
     claim_receipts,
     current_routes,
@@ -58,7 +59,7 @@ from nexus.integration.routing_repository import (
     mark_retry,
     receipt_orgs,
 )
-from nexus.platform.db import reading
+from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token
 from nexus.platform.workqueue.worker import backoff_ms
@@ -90,8 +91,9 @@ def queue_class(route_key: str) -> str:
     return fit(route_key, 32, digest=8)
 
 
-def event_id(receipt_id: str, ordinal: int = 0) -> str:
-    return f"{receipt_id}-{ordinal}"
+def event_id(receipt_id: str) -> str:
+    """A receipt's event (one per receipt; a fan-out would number them from here)."""
+    return receipt_id + FIRST_EVENT
 
 
 def work_id(org_id: str, received_at_ms: int, event: str, work_type: str = WORK_TYPE) -> str:
@@ -136,7 +138,7 @@ class _Writes:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     work: list[tuple[str, NewItem]] = field(default_factory=list)  # (event id, item)
-    materialized: dict[str, list[str]] = field(default_factory=dict)
+    materialized: list[str] = field(default_factory=list)  # receipt ids
     failed: dict[str, str] = field(default_factory=dict)
     retries: dict[str, tuple[int, str]] = field(default_factory=dict)
 
@@ -336,12 +338,13 @@ class ReceiptRouter:
             ):
                 raise _LeaseLost
             routes = await current_routes(conn, org_id=org_id)
+            now_ms = int((await conn.execute(db_now_ms().select())).scalar_one())
             writes = _Writes()
             for loaded in batch:
                 self._route(writes, loaded, routes)
-            await insert_events(conn, writes.events)
-            new_queues = await self._enqueue(conn, org_id, writes.work)
-            await mark_materialized(conn, org_id=org_id, token=token, events=writes.materialized)
+            await insert_events(conn, writes.events, now_ms=now_ms)
+            new_queues = await self._enqueue(conn, org_id, writes.work, now_ms)
+            await mark_materialized(conn, org_id=org_id, token=token, ids=writes.materialized)
             await mark_failed(conn, org_id=org_id, token=token, errors=writes.failed)
             await mark_retry(conn, org_id=org_id, token=token, retries=writes.retries)
             self._crash_at(FAILPOINT_BEFORE_COMMIT)
@@ -349,7 +352,7 @@ class ReceiptRouter:
         self._counted(writes)
 
     async def _enqueue(
-        self, conn: AsyncConnection, org_id: str, work: list[tuple[str, NewItem]]
+        self, conn: AsyncConnection, org_id: str, work: list[tuple[str, NewItem]], now_ms: int
     ) -> set[tuple[str, str]]:
         """WorkItems and their event links, skipping events that have theirs already."""
         existing = await linked_work(conn, org_id=org_id, event_ids=[e for e, _ in work])
@@ -367,6 +370,7 @@ class ReceiptRouter:
                 {"org_id": org_id, "event_id": e, "work_type": WORK_TYPE, "work_id": item.id}
                 for e, item in work
             ],
+            now_ms=now_ms,
         )
         return queues
 
@@ -442,7 +446,7 @@ class ReceiptRouter:
                 ),
             }
         )
-        writes.materialized[rid] = [event]
+        writes.materialized.append(rid)
         if request is not None:
             item = NewItem(
                 family=pack,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.integration import models as m
@@ -25,6 +25,7 @@ RECEIVED = "received"
 MATERIALIZED = "materialized"
 FAILED = "failed"
 MAX_ERROR = 300
+FIRST_EVENT = "-0"  # a receipt's first (so far only) event is `<receipt_id>-0`
 
 
 @dataclass(frozen=True)
@@ -186,11 +187,15 @@ async def current_routes(
     return {route.key: route for route in routes}
 
 
-async def insert_events(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
-    """Immutable events; an event id that exists already is left as it is."""
+async def insert_events(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int
+) -> None:
+    """Immutable events; an event id that exists already is left as it is. (`now_ms` is the
+    database clock read by the caller: with only bound values the MySQL driver sends one
+    multi-row INSERT, with a SQL expression among them it sends one INSERT per row.)"""
     if rows:
         statement = insert_ignore(m.connector_event, conn.dialect.name)
-        await conn.execute(statement.values(created_at_ms=db_now_ms()), list(rows))
+        await conn.execute(statement, [row | {"created_at_ms": now_ms} for row in rows])
 
 
 async def linked_work(
@@ -208,29 +213,30 @@ async def linked_work(
     return {(r[0], r[1]) for r in rows}
 
 
-async def link_work(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:
+async def link_work(conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int) -> None:
     """(event id, work type) -> work id; the primary key refuses a second WorkItem."""
     if rows:
-        await conn.execute(m.event_work.insert().values(created_at_ms=db_now_ms()), list(rows))
+        await conn.execute(m.event_work.insert(), [row | {"created_at_ms": now_ms} for row in rows])
 
 
 async def mark_materialized(
-    conn: AsyncConnection, *, org_id: str, token: str, events: dict[str, list[str]]
+    conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str]
 ) -> None:
-    """Receipts done: their event ids recorded, lease closed (the token stays, for audit)."""
-    if not events:
+    """Receipts done, each into its one event `<receipt_id>-0` (the event ids are written
+    by the database, so one statement serves the batch); the lease closes, the token stays
+    for audit."""
+    if not ids:
         return
+    t = m.ingress_receipt
     await conn.execute(
-        _holder_update(org_id, token).values(
+        update(t)
+        .where(_held(org_id, token, ids))
+        .values(
             router_status=MATERIALIZED,
-            materialized_event_ids=bindparam("b_events"),
+            materialized_event_ids=literal('["') + t.c.receipt_id + literal(f'{FIRST_EVENT}"]'),
             lease_until_ms=None,
             error=None,
-        ),
-        [
-            {"b_id": receipt_id, "b_events": json.dumps(ids, separators=(",", ":"))}
-            for receipt_id, ids in events.items()
-        ],
+        )
     )
 
 

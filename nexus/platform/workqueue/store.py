@@ -236,17 +236,20 @@ class WorkStore:
             insert_ignore(lanes, conn.dialect.name),
             [{"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1} for f, k in sorted(wanted)],
         )
-        # Bump every lane by its count in one executemany, then read the new values back: the
-        # UPDATE holds each lane row (MySQL row lock, SQLite write lock) until this
-        # transaction ends, so the value read is this transaction's and the range below it
-        # is ours alone. Two statements for the batch instead of two per lane.
+        # Bump every lane by its count (one UPDATE per family and count), then read the new
+        # values back: the UPDATE holds each lane row (MySQL row lock, SQLite write lock)
+        # until this transaction ends, so the value read is this transaction's and the range
+        # below it is ours alone. Two statements for a batch instead of two per lane.
         ordered = sorted(wanted.items())
-        await conn.execute(
-            update(lanes)
-            .where(lanes.c.family == bindparam("b_f"), lanes.c.lane_key == bindparam("b_k"))
-            .values(next_seq=lanes.c.next_seq + bindparam("b_n")),
-            [{"b_f": f, "b_k": k, "b_n": len(indexes)} for (f, k), indexes in ordered],
-        )
+        by_count: dict[tuple[str, int], list[str]] = {}
+        for (family, lane_key), indexes in ordered:
+            by_count.setdefault((family, len(indexes)), []).append(lane_key)
+        for (family, count), keys in sorted(by_count.items()):  # usually one: a lane each
+            await conn.execute(
+                update(lanes)
+                .where(lanes.c.family == family, lanes.c.lane_key.in_(keys))
+                .values(next_seq=lanes.c.next_seq + count)
+            )
         after: dict[tuple[str, str], int] = {}
         for family in sorted({f for f, _ in wanted}):
             rows = await conn.execute(
