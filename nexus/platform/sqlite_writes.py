@@ -17,12 +17,16 @@ process still meets SQLite's busy handler. If the lock cannot be had within the 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from sqlalchemy.util import await_only
 
 _GATE_KEY = "nexus_sqlite_write_gate"
-_locks: dict[tuple[str, int], asyncio.Lock] = {}
+#: Per event loop (a lock belongs to one loop), per database file.
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _lock(database: str) -> asyncio.Lock | None:
@@ -30,10 +34,10 @@ def _lock(database: str) -> asyncio.Lock | None:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # a synchronous use of the engine: nothing to queue on
         return None
-    key = (database, id(loop))
-    lock = _locks.get(key)
+    locks = _locks.setdefault(loop, {})
+    lock = locks.get(database)
     if lock is None:
-        lock = _locks[key] = asyncio.Lock()
+        lock = locks[database] = asyncio.Lock()
     return lock
 
 
