@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import socket
@@ -25,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ from nexus.platform.observability import configure_logging
 from nexus.platform.workload import WorkloadSigner
 from nexus.platform.workqueue.store import WorkStore
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
+from tests.support.receipts import receipt_row
 
 ORG = "00D000000000001AAA"
 COMMAND = {
@@ -84,26 +83,7 @@ def receipt(n: int, route: str) -> ReceiptRow:
     body = json.dumps(
         {"object": "contact", "data": {"id": f"c-{n}", "name": f"N{n}", "account": f"a{n % 50}"}}
     ).encode()
-    delivery = uuid.uuid4().hex
-    return ReceiptRow(
-        org_id=ORG,
-        receipt_id=uuid.uuid4().hex,
-        connector="bench",
-        route_key=route,
-        route_version=1,
-        provider_delivery_id=delivery,
-        delivery_id_source="header",
-        method="POST",
-        content_type="application/json",
-        event_kind="contact.updated",
-        correlation={"delivery_id": delivery},
-        body_bytes=len(body),
-        body_snapshot=body,
-        body_ref=None,
-        payload_sha256=hashlib.sha256(body).hexdigest(),
-        signature_scheme="hmac",
-        signature_key_index=0,
-    )
+    return receipt_row(org_id=ORG, connector="bench", route=route, body=body)
 
 
 def stand_in() -> tuple[subprocess.Popen[bytes], str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from nexus.contracts.commands import AcceptCommandRequest
 from nexus.contracts.roles import LogicalService
 from nexus.integration import models as m
 from nexus.integration.mapping import SOURCE_KIND
-from nexus.integration.repository import ReceiptRow, store_receipts
+from nexus.integration.repository import store_receipts
 from nexus.integration.route_service import apply_routes
 from nexus.integration.router import (
     EXECUTOR_OWNER,
@@ -33,6 +32,7 @@ from nexus.integration.routes import RouteFile, parse_route_file
 from nexus.platform.db import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from tests.conftest import Backend
+from tests.support.receipts import receipt_row
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -118,25 +118,13 @@ class Stack:
             (self.var_dir / relative).parent.mkdir(parents=True, exist_ok=True)
             (self.var_dir / relative).write_bytes(raw)
             ref = f"var:{relative.as_posix()}"
-        delivery = uuid.uuid4().hex
-        row = ReceiptRow(
+        row = receipt_row(
             org_id=ORG,
-            receipt_id=uuid.uuid4().hex,
             connector="demo",
-            route_key=route,
-            route_version=1,
-            provider_delivery_id=delivery,
-            delivery_id_source="header",
-            method="POST",
-            content_type="application/json",
-            event_kind="test.event",
-            correlation={"delivery_id": delivery} | (correlation or {}),
-            body_bytes=len(raw),
-            body_snapshot=None if as_file else raw,
+            route=route,
+            body=raw,
             body_ref=ref,
-            payload_sha256=sha,
-            signature_scheme="standard_webhooks",
-            signature_key_index=0,
+            correlation=correlation,
         )
         async with self.engine.begin() as conn:
             [stored] = await store_receipts(conn, [row])
