@@ -1,4 +1,5 @@
-"""The `integration` role: webhook ingress now; receipt router and executor loops later.
+"""The `integration` role: webhook ingress, and with `--loops=all` the receipt router and the
+executor (`loops.py`).
 
 Pools: the ingress writer has its own engine (`nexus-integration-ingress`), separate from
 the engine background loops use (`nexus-integration-loops`) and from the readiness engine,
@@ -20,6 +21,7 @@ from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.admin_endpoints import router as admin_router
 from nexus.integration.endpoints import HooksEndpoint
 from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.loops import IntegrationLoops
 from nexus.integration.models import work
 from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
@@ -72,6 +74,14 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
         app.state.ingress_engine = ingress_engine
         app.state.loops_engine = loops_engine  # the receipt router and executor use this
         writer.start()
+        app.state.background = None
+        if loops == "all":
+            background = IntegrationLoops(
+                loops_engine, settings, workload_signer(settings, Role.INTEGRATION.value)
+            )
+            writer.on_commit = background.wake_router
+            background.start()
+            app.state.background = background
         # Start-up objects are long-lived: keep the collector from rescanning them on every
         # young-generation pass (measured: most of the group-commit p99 tail).
         gc.collect()
@@ -80,6 +90,8 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             async with _operating(app, settings, loops_engine, loops=loops):
                 yield
         finally:
+            if app.state.background is not None:
+                await app.state.background.stop()
             await writer.close()
             await ingress_engine.dispose()
             await loops_engine.dispose()

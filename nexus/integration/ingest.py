@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
@@ -66,6 +67,8 @@ class ReceiptWriter:
         self.window_seconds = window_seconds
         self.writers = writers
         self.stats = WriterStats()
+        #: Called after each committed batch (the receipt router's wake-up in this process).
+        self.on_commit: Callable[[], None] | None = None
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -148,6 +151,8 @@ class ReceiptWriter:
         BATCHES.labels("committed").inc()
         BATCH_ROWS.observe(len(batch))
         BATCH_SECONDS.observe(loop.time() - started)
+        if self.on_commit is not None:
+            self.on_commit()
         for (_, future), result in zip(batch, stored, strict=True):
             self._queue.task_done()
             if not future.done():

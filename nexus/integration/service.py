@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.errors import NexusError, NotFound, ServiceUnavailable
 from nexus.integration.errors import SignatureRejected, WebhookTooLarge
 from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
 from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
 from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
 from nexus.integration.signatures import WebhookRequest, verify
@@ -204,6 +205,14 @@ class IngressService:
         correlation = {"delivery_id": delivery_id}
         if delivery.request_id:
             correlation["request_id"] = delivery.request_id
+        if declaration.source is not None:  # headers are not stored: keep what routing needs
+            for key, how in (
+                (SOURCE_KIND, declaration.source.object_kind),
+                (SOURCE_ID, declaration.source.object_id),
+            ):
+                value = _extract(how, request, None) if how.header else None
+                if value:
+                    correlation[key] = fit(value, LANE_KEY_BYTES)
         row = ReceiptRow(
             org_id=route.org_id,
             receipt_id=uuid.uuid4().hex,

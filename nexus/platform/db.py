@@ -6,7 +6,8 @@ compare-and-set updates; time for leases and expiry is read from the database (`
 
 SQLite write transactions start with `BEGIN IMMEDIATE`, so a writer takes the write lock up
 front and waits `busy_timeout` for it instead of failing to upgrade a read lock halfway
-through a transaction. Read-only units of work use a plain deferred `BEGIN`.
+through a transaction; writers of one process queue for it in FIFO order first
+(`sqlite_writes`). Read-only units of work use a plain deferred `BEGIN`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.types import BigInteger
 
+from nexus.platform import sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
@@ -94,6 +96,7 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine
     if database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    gate = str(Path(database).resolve()) if database != ":memory:" else f"memory:{id(engine)}"
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -108,8 +111,31 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        readonly = conn.get_execution_options().get(_READONLY_OPTION, False)
-        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(_READONLY_OPTION, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        sqlite_writes.enter_write(conn, gate, busy_timeout_ms / 1000)  # in-process FIFO
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            sqlite_writes.leave_write(conn, end=None)
+            raise
+
+    @event.listens_for(engine.sync_engine, "commit")
+    def _on_commit(conn: Any) -> None:
+        sqlite_writes.leave_write(conn, end="commit")
+
+    @event.listens_for(engine.sync_engine, "rollback")
+    def _on_rollback(conn: Any) -> None:
+        sqlite_writes.leave_write(conn, end="rollback")
+
+    @event.listens_for(engine.sync_engine.pool, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        sqlite_writes.release_abandoned(record.info)
+
+    @event.listens_for(engine.sync_engine.pool, "invalidate")
+    def _on_invalidate(_dbapi_connection: Any, record: Any, _exception: Any) -> None:
+        sqlite_writes.release_abandoned(record.info)
 
     return engine
 

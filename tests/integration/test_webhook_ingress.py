@@ -100,7 +100,7 @@ async def ingress(
         integration_org_id=ORG,
         ingress_body_snapshot_bytes=SNAPSHOT_BYTES,
     )
-    app = create_app(settings)
+    app = create_app(settings, loops="none")  # ingress only: the router would route them
     try:
         async with serving(app) as base:
             yield Ingress(url=base, app=app, engine=engine, var_dir=var_dir)

@@ -123,23 +123,18 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _bump_lane(lanes: Table, dialect: str, family: str, lane_key: str, count: int) -> Any:
-    """INSERT the lane row with `count` sequences taken, or add `count` to its next_seq."""
-    values = {"family": family, "lane_key": lane_key, "head_seq": 1, "next_seq": 1 + count}
+def _bump_lanes(lanes: Table, dialect: str) -> Any:
+    """Insert each lane row with its sequences taken (`next_seq` = 1 + count), or add the
+    count to an existing row's `next_seq`: one statement for a batch of lanes, taking each
+    row's exclusive lock (never a shared one that a later update would have to upgrade)."""
     if dialect == "sqlite":
-        return (
-            sqlite_insert(lanes)
-            .values(**values)
-            .on_conflict_do_update(
-                index_elements=[lanes.c.family, lanes.c.lane_key],
-                set_={"next_seq": lanes.c.next_seq + count},
-            )
+        lite = sqlite_insert(lanes)
+        return lite.on_conflict_do_update(
+            index_elements=[lanes.c.family, lanes.c.lane_key],
+            set_={"next_seq": lanes.c.next_seq + lite.excluded.next_seq - 1},
         )
-    return (
-        mysql_insert(lanes)
-        .values(**values)
-        .on_duplicate_key_update(next_seq=lanes.c.next_seq + count)
-    )
+    my = mysql_insert(lanes)
+    return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - 1)
 
 
 class WorkStore:
@@ -252,29 +247,41 @@ class WorkStore:
     async def _allocate_lane_seqs(
         self, conn: AsyncConnection, items: Sequence[NewItem]
     ) -> dict[int, int]:
-        """Reserve consecutive sequences per source lane: one insert-or-increment of the lane
-        row (its exclusive row lock serializes concurrent enqueuers), then a read of the
-        bumped value under that lock. (Insert-or-ignore, then a compare-and-set update, took
-        a shared lock on an existing row on InnoDB; upgrading it deadlocked with a completion
-        advancing the same lane, or with a second enqueuer doing the same.)"""
+        """Reserve consecutive sequences per source lane: one insert-or-increment statement
+        for every lane of the batch (each row's exclusive lock serializes concurrent
+        enqueuers), then one read per family of the bumped values under those locks.
+        (Insert-or-ignore, then a compare-and-set update, took a shared lock on an existing
+        row on InnoDB; upgrading it deadlocked with a completion advancing the same lane, or
+        with a second enqueuer doing the same.)"""
         lanes = self.t.source_lanes
         wanted: dict[tuple[str, str], list[int]] = {}
         for index, item in enumerate(items):
             if item.lane_key:
                 wanted.setdefault((item.family, item.lane_key), []).append(index)
-        sequences: dict[int, int] = {}
-        for (family, lane_key), indexes in sorted(wanted.items()):
-            count = len(indexes)
-            await conn.execute(_bump_lane(lanes, conn.dialect.name, family, lane_key, count))
-            after = (
-                await conn.execute(
-                    select(lanes.c.next_seq).where(
-                        lanes.c.family == family, lanes.c.lane_key == lane_key
-                    )
+        if not wanted:
+            return {}
+        ordered = sorted(wanted.items())  # one lock order for every enqueuer
+        await conn.execute(
+            _bump_lanes(lanes, conn.dialect.name),
+            [
+                {"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1 + len(indexes)}
+                for (f, k), indexes in ordered
+            ],
+        )
+        after: dict[tuple[str, str], int] = {}
+        for family in sorted({f for f, _ in wanted}):
+            rows = await conn.execute(
+                select(lanes.c.lane_key, lanes.c.next_seq).where(
+                    lanes.c.family == family,
+                    lanes.c.lane_key.in_([k for f, k in wanted if f == family]),
                 )
-            ).scalar_one()
+            )
+            after.update({(family, str(r[0])): int(r[1]) for r in rows})
+        sequences: dict[int, int] = {}
+        for key, indexes in ordered:
+            first = after[key] - len(indexes)
             for offset, index in enumerate(indexes):
-                sequences[index] = int(after) - count + offset
+                sequences[index] = first + offset
         return sequences
 
     # ------------------------------------------------------------------ claim
@@ -308,18 +315,47 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
+    def _due(self, family: str, queue_class: str, *columns: Any) -> Any:
+        """Claimable items of one queue, oldest first: pending, due, and lane heads only."""
+        items, lanes = self.t.items, self.t.source_lanes
+        return (
+            select(*columns)
+            .select_from(
+                items.outerjoin(
+                    lanes,
+                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
+                )
+            )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state == PENDING,
+                items.c.run_after <= db_now_ms(),
+                or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+            )
+            .order_by(items.c.run_after, items.c.id)
+        )
+
+    async def claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
+        """Whether the queue has a claimable item now: a read, so an idle poller needs no
+        write transaction (on SQLite the write lock is the scarce thing)."""
+        found = await conn.execute(self._due(family, queue_class, self.t.items.c.id).limit(1))
+        return found.first() is not None
+
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
         """Claim up to `limit` claimable items in one transaction: candidates through the
         covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
         fresh token; the winners are the rows carrying it."""
-        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         candidates = {
             row[0]: row
             for row in await conn.execute(
-                select(
+                self._due(
+                    family,
+                    queue_class,
                     items.c.id,
                     items.c.target_key,
                     items.c.queue_class,
@@ -328,25 +364,7 @@ class WorkStore:
                     items.c.payload,
                     items.c.lane_key,
                     items.c.lane_seq,
-                )
-                .select_from(
-                    items.outerjoin(
-                        lanes,
-                        and_(
-                            lanes.c.family == items.c.family,
-                            lanes.c.lane_key == items.c.lane_key,
-                        ),
-                    )
-                )
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == PENDING,
-                    items.c.run_after <= now,
-                    or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit)
+                ).limit(limit)
             )
         }
         if not candidates:

@@ -3,7 +3,9 @@
     poller     visits the owner's active queues by deficit round-robin (a flood in one family
                cannot starve another), claims a batch per visit with one CAS statement, hands
                the items to executor tasks; sweeps expired leases every lease/2; halves its
-               batch when claim latency rises past the target and recovers additively
+               batch when claim latency rises past the target and recovers additively; a
+               queue whose last claim came up short is first probed with a read, so an idle
+               poll takes no write transaction
     executors  run the handler (at most `concurrency` at once); the outcome goes to the
                completer, never straight to the database
     completer  writes outcomes in micro-batches (every few ms or N results), one statement
@@ -151,6 +153,7 @@ class Worker:
         self._queues = _Queues()
         self._deficit: dict[tuple[str, str], int] = {}
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
+        self._drained: set[tuple[str, str]] = set()  # queues whose last claim came up short
         self._turn = 0
         self._swept_at = 0.0
 
@@ -269,6 +272,10 @@ class Worker:
             key = (family, queue_class)
             deficit = self._deficit.get(key, 0) + share * max(weight, 1)
             ask = min(deficit, free, self.stats.batch)
+            if key in self._drained and self._results.empty() and not await self._due(key):
+                self._idle[key] = time.monotonic()  # nothing due: no write transaction taken
+                self._deficit[key] = 0
+                continue
             done = self._take_results(self.settings.flush_max)
             started = time.perf_counter()
             try:  # finished outcomes ride along in the claim transaction
@@ -285,6 +292,10 @@ class Worker:
                 self._settle(done, lost)
             if not got:
                 self._idle[key] = time.monotonic()
+            if len(got) < ask:  # drained for now: the next poll reads before it claims
+                self._drained.add(key)
+            else:
+                self._drained.discard(key)
             self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
             for claimed in got:
                 live = self._live[claimed.id] = _Live(claimed)
@@ -293,6 +304,10 @@ class Worker:
             free -= len(got)
             total += len(got)
         return total
+
+    async def _due(self, key: tuple[str, str]) -> bool:
+        async with reading(self.engine) as conn:
+            return await self.store.claimable(conn, *key)
 
     def _admit(self, latency_ms: float) -> None:
         """Admission budget: halve the batch when claims get slow, recover additively."""
