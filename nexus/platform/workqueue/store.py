@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, literal_column, or_, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -134,7 +134,9 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
             set_={"next_seq": lanes.c.next_seq + lite.excluded.next_seq - 1},
         )
     my = mysql_insert(lanes)
-    return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - 1)
+    # a literal, not a bound 1: the driver's executemany repeats only the VALUES part
+    one = literal_column("1")
+    return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - one)
 
 
 class WorkStore:
