@@ -135,7 +135,7 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
         )
     my = mysql_insert(lanes)
     # a literal, not a bound 1: the driver's executemany repeats only the VALUES part
-    one = literal_column("1")
+    one: Any = literal_column("1")
     return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - one)
 
 
