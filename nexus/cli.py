@@ -774,12 +774,16 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
     settings = load_settings()
     configure_logging(role="integration-admin", level="warning", fmt=settings.log.log_format)
     route_file = _read_route_file(args.file)
-    try:
-        org_id = route_org(route_file, settings.integration.integration_org_id)
-    except OrgNotConfigured as exc:
-        raise CliError(str(exc), EXIT_FAILURE) from None
 
     async def run() -> list[Any]:
+        configured = route_file.org_id or settings.integration.integration_org_id
+        if configured is None:  # the deployment's org (phase one runs one)
+            async with _service_engine(settings, LogicalService.RUNTIME, "nexus-org") as rt:
+                configured = await _first_org_id(rt)
+        try:
+            org_id = route_org(route_file, configured)
+        except OrgNotConfigured as exc:
+            raise CliError(str(exc), EXIT_FAILURE) from None
         async with _service_engine(
             settings, LogicalService.INTEGRATION, "nexus-integration-admin"
         ) as engine:
@@ -787,6 +791,8 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
 
     try:
         applied = asyncio.run(run())
+    except CliError:
+        raise
     except Exception as exc:  # noqa: BLE001  (one line, never the URL)
         raise CliError(
             f"apply failed ({type(exc).__name__}: {_safe(exc)}); run `nexus migrate` first?",
