@@ -17,9 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.endpoints import HooksEndpoint
-from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteThreadStore
 from nexus.integration.service import IngressService, RouteCache
-from nexus.platform.db import create_engine
+from nexus.platform.db import create_engine, create_sqlite_thread_engine, is_sqlite_file
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 
@@ -40,12 +40,20 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         )
 
+    def receipt_store(ingress_engine: AsyncEngine) -> ReceiptStore:
+        if is_sqlite_file(url):  # whole transactions on writer threads (ingest.py)
+            thread_engine = create_sqlite_thread_engine(
+                url, sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms
+            )
+            return SqliteThreadStore(thread_engine, threads=cfg.ingress_writers)
+        return EngineStore(ingress_engine)
+
     @asynccontextmanager
     async def on_start(app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
         ingress_engine = engine("ingress", cfg.ingress_pool_size)
         loops_engine = engine("loops", cfg.loops_pool_size)
         writer = ReceiptWriter(
-            ingress_engine,
+            receipt_store(ingress_engine),
             max_rows=cfg.ingress_batch_max_rows,
             window_seconds=cfg.ingress_batch_window_ms / 1000,
             writers=cfg.ingress_writers,

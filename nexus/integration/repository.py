@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import Connection, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.integration import models as m
 from nexus.integration.routes import ActiveRoute, RouteDeclaration
@@ -166,23 +166,25 @@ def _insert_statement(dialect: str) -> Any:
     )
 
 
-async def store_receipts(conn: AsyncConnection, rows: Sequence[ReceiptRow]) -> list[Stored]:
+def store_receipts(conn: Connection, rows: Sequence[ReceiptRow]) -> list[Stored]:
     """Insert a batch in the caller's transaction; a known delivery resolves to its receipt.
 
-    Statements: one INSERT-or-ignore for the whole batch; only when it inserted fewer rows
-    than it was given, one SELECT to read the existing ids back and one UPDATE per duplicate
-    to count the redelivery. Within one batch the first row of a delivery wins.
+    Synchronous, so a writer can run a whole transaction on a driver thread in one hop (or
+    through `AsyncConnection.run_sync`). Statements: one INSERT-or-ignore for the whole
+    batch; only when it inserted fewer rows than it was given, one SELECT to read the
+    existing ids back and one UPDATE per duplicate to count the redelivery. Within one batch
+    the first row of a delivery wins.
     """
     t = m.ingress_receipt
     dialect = conn.dialect.name
     params = [row.values() for row in rows]
-    result = await conn.execute(_insert_statement(dialect), params)
+    result = conn.execute(_insert_statement(dialect), params)
     inserted = result.rowcount
     if inserted == len(rows):
         return [Stored(row.receipt_id, False) for row in rows]
     wanted = {row.provider_delivery_id for row in rows}
     orgs = {row.org_id for row in rows}
-    found = await conn.execute(
+    found = conn.execute(
         select(t.c.org_id, t.c.connector, t.c.provider_delivery_id, t.c.receipt_id).where(
             t.c.org_id.in_(orgs), t.c.provider_delivery_id.in_(wanted)
         )
@@ -200,7 +202,7 @@ async def store_receipts(conn: AsyncConnection, rows: Sequence[ReceiptRow]) -> l
             key = (row.org_id, receipt_id)
             redelivered[key] = redelivered.get(key, 0) + 1
     for (org_id, receipt_id), count in redelivered.items():
-        await conn.execute(
+        conn.execute(
             update(t)
             .where(t.c.org_id == org_id, t.c.receipt_id == receipt_id)
             .values(deliveries=t.c.deliveries + count, last_delivery_at_ms=db_now_ms())
