@@ -232,9 +232,38 @@ def ops_router(info: OpsInfo) -> APIRouter:
     return router
 
 
-def create_role_app(info: OpsInfo, *, lifespan: Any = None) -> FastAPI:
+class RoleApp(FastAPI):
+    """FastAPI, plus plain ASGI handlers served ahead of its middleware stack and router.
+
+    For a hot path that needs none of FastAPI (the webhook ingress): each request still
+    passes FastAPI's own error, telemetry and body-limit middleware and Starlette's entry
+    before it reaches a user middleware; `serve_ahead` skips them. A handler brings its own
+    request context (wrap it in `RequestContextMiddleware`) and finds the app in
+    `scope["app"]`.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._ahead: list[tuple[str, ASGIApp]] = []
+
+    def serve_ahead(self, prefix: str, handler: ASGIApp) -> None:
+        """HTTP requests whose path starts with `prefix` go straight to `handler`."""
+        self._ahead.append((prefix, handler))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            for prefix, handler in self._ahead:
+                if path.startswith(prefix):
+                    scope["app"] = self
+                    await handler(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
+
+
+def create_role_app(info: OpsInfo, *, lifespan: Any = None) -> RoleApp:
     """A FastAPI app with the shared middleware, error handlers and ops endpoints."""
-    app = FastAPI(
+    app = RoleApp(
         title=f"nexus {info.role}",
         # Our own Prometheus metrics and structlog lines describe requests; FastAPI's
         # OpenTelemetry bridge would only add a per-request provider check (and its logs

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
 from nexus.platform.db import create_engine, describe_backend, ping, session_factory
-from nexus.platform.http import OpsInfo, create_role_app
+from nexus.platform.http import OpsInfo, RoleApp, create_role_app
 from nexus.platform.migrations import migration_state
 from nexus.platform.settings import Settings
 
@@ -34,7 +34,7 @@ def create_service_app(
     service: LogicalService,
     capabilities: Sequence[str],
     on_start: Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]] | None = None,
-) -> FastAPI:
+) -> RoleApp:
     """A role app whose /readyz requires its database reachable and its migrations at head.
 
     `on_start` wraps the role's own start-up and shutdown inside the engine's lifetime.
