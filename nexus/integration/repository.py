@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, select, update
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.integration import models as m
@@ -159,50 +158,71 @@ class Stored:
     duplicate: bool
 
 
-#: Rows per multi-row INSERT on SQLite (x 22 parameters, well under its 32,766 limit).
-SQLITE_ROWS_PER_STATEMENT = 1000
-
-
-def _clock() -> dict[str, Any]:
-    # The database clock is part of the statement; every other column is a bound parameter.
-    now = db_now_ms()
-    return {"received_at_ms": now, "last_delivery_at_ms": now, "next_attempt_at_ms": now}
+#: Rows per multi-row INSERT: x 21 parameters stays under SQLite's 32,766 limit.
+ROWS_PER_STATEMENT = 1000
+#: Body bytes per multi-row INSERT: hex-encoded for MySQL (8 MiB) under its 16 MiB packet.
+BODY_BYTES_PER_STATEMENT = 4 * 1024 * 1024
 
 
 def _insert(conn: Connection, params: list[dict[str, Any]]) -> int:
-    """INSERT-or-ignore `params`; returns how many rows were inserted.
+    """INSERT-or-ignore `params` as multi-row statements; returns how many were inserted.
 
-    On SQLite, one multi-row statement per 1,000 rows: `executemany` steps SQLite once per
-    row, and every step gives up and retakes the GIL, which in a busy process is a wait
-    each time. Elsewhere `executemany` (the MySQL driver already sends multi-row INSERTs,
-    split to fit the server's packet limit).
+    Not `executemany`: on SQLite it steps the statement once per row, giving up and retaking
+    the GIL each time (a wait, in a busy process), and PyMySQL only folds an executemany
+    into one multi-row INSERT when every value is a bare placeholder (ours carry the
+    database clock and `UNHEX()`), so MariaDB got one round trip per row.
     """
-    t = m.ingress_receipt
-    dialect = conn.dialect.name
-    if dialect != "sqlite":
-        return int(conn.execute(insert_ignore(t, dialect).values(**_clock()), params).rowcount)
+    template = _row_template(conn.dialect, tuple(params[0]))
     inserted = 0
-    for at in range(0, len(params), SQLITE_ROWS_PER_STATEMENT):
-        chunk = params[at : at + SQLITE_ROWS_PER_STATEMENT]
-        sql, keys = _sqlite_multirow_insert(tuple(chunk[0]), len(chunk))
-        flat = tuple(row[key] for row in chunk for key in keys)
+    for chunk in _chunks(params):
+        sql = f"{template.head} VALUES {', '.join([template.group] * len(chunk))}"
+        flat = tuple(
+            process(row[key]) if process else row[key]
+            for row in chunk
+            for key, process in template.order
+        )
         inserted += int(conn.exec_driver_sql(sql, flat).rowcount)
     return inserted
 
 
-@functools.lru_cache(maxsize=4)
-def _sqlite_row_template(keys: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
-    """The one-row INSERT as SQLAlchemy compiles it: (head, VALUES group, parameter order)."""
-    statement = insert_ignore(m.ingress_receipt, "sqlite").values(**_clock())
-    compiled = statement.compile(dialect=sqlite_dialect(), column_keys=list(keys))
+def _chunks(params: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    chunks: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for row in params:
+        body = len(row["body_snapshot"] or b"")
+        full = len(chunks[-1]) >= ROWS_PER_STATEMENT or size + body > BODY_BYTES_PER_STATEMENT
+        if chunks[-1] and full:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(row)
+        size += body
+    return chunks
+
+
+@dataclass(frozen=True)
+class _RowTemplate:
+    head: str  # INSERT ... (columns)
+    group: str  # one row's (placeholders and the database clock)
+    order: tuple[tuple[str, Any], ...]  # (parameter, its bind processor or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _row_template(dialect: Any, keys: tuple[str, ...]) -> _RowTemplate:
+    """The one-row INSERT as SQLAlchemy compiles it for `dialect`, cut for repetition."""
+    t = m.ingress_receipt
+    now = db_now_ms()  # the database clock is part of the statement
+    statement = insert_ignore(t, dialect.name).values(
+        received_at_ms=now, last_delivery_at_ms=now, next_attempt_at_ms=now
+    )
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+    if not compiled.positional:  # both drivers take positional parameters
+        raise RuntimeError(f"{dialect.name}: expected a positional paramstyle")
     head, group = str(compiled).split(" VALUES ", 1)
-    return head, group, tuple(compiled.positiontup or ())
-
-
-@functools.lru_cache(maxsize=256)
-def _sqlite_multirow_insert(keys: tuple[str, ...], rows: int) -> tuple[str, tuple[str, ...]]:
-    head, group, order = _sqlite_row_template(keys)
-    return f"{head} VALUES {', '.join([group] * rows)}", order
+    order = tuple(
+        (key, t.c[key].type.dialect_impl(dialect).bind_processor(dialect))
+        for key in compiled.positiontup or ()
+    )
+    return _RowTemplate(head, group, order)
 
 
 def store_receipts(conn: Connection, rows: Sequence[ReceiptRow]) -> list[Stored]:

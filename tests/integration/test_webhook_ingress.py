@@ -331,6 +331,34 @@ async def test_when_the_database_fails_no_delivery_is_acknowledged(
     assert await receipts(ingress.engine, provider_delivery_id="down-0") == []
 
 
+async def test_a_dropped_writer_connection_costs_no_delivery(
+    ingress: Ingress, backend: Backend
+) -> None:
+    if backend.name != "mariadb":
+        pytest.skip("SQLite has no server to drop a connection")
+    first = contact_event("drop-1")
+    reply = await post(ingress, "/hooks/demo/contacts", first, signed(first, delivery_id="drop-1"))
+    assert reply.status_code == 200  # the writer now keeps a connection
+    async with ingress.engine.connect() as conn:
+        database = (await conn.execute(text("SELECT DATABASE()"))).scalar_one()
+        ids = (
+            await conn.execute(
+                text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = :db AND id <> CONNECTION_ID()"
+                ),
+                {"db": database},
+            )
+        ).scalars()
+        for connection_id in list(ids):  # as a server restart would: every other session
+            await conn.execute(text(f"KILL CONNECTION {int(connection_id)}"))
+    body = contact_event("drop-2")
+    reply = await post(ingress, "/hooks/demo/contacts", body, signed(body, delivery_id="drop-2"))
+    assert reply.status_code == 200, reply.text
+    [row] = await receipts(ingress.engine, provider_delivery_id="drop-2")
+    assert row["receipt_id"] == reply.json()["receipt_id"]
+
+
 @pytest.fixture
 def json_logs(capsys: pytest.CaptureFixture[str]) -> Iterator[pytest.CaptureFixture[str]]:
     configure_logging(role="integration", level="debug", fmt="json")
