@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import json
 import os
 import signal
 import socket
@@ -490,6 +491,75 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_org_connection(args: argparse.Namespace, action: Callable[..., Awaitable[T]]) -> T:
+    """Run `action(conn, org_id=...)` in one unit of work on Runtime's database."""
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import unit_of_work
+
+    async def run(sessions: async_sessionmaker[AsyncSession]) -> T:
+        async with unit_of_work(sessions) as session:
+            org = None if args.org_id else await IdentityRepository(session).first_org()
+            org_id = args.org_id or (org["org_id"] if org else None)
+            if not org_id:
+                raise CliError("no org yet: run `nexus up` or `nexus admin bootstrap` first", 1)
+            return await action(await session.connection(), org_id=org_id)
+
+    return _admin(args, run)
+
+
+def _actor() -> str:
+    import getpass
+
+    return f"cli:{getpass.getuser()}"
+
+
+def cmd_admin_set_outbound_endpoint(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
+    from nexus.runtime.outbox.bindings import set_endpoint
+
+    created = _with_org_connection(
+        args,
+        partial(
+            set_endpoint, name=args.name, url=args.url, secret_ref=args.secret_ref, actor=_actor()
+        ),
+    )
+    print(f"outbound endpoint {args.name}: {'created' if created else 'updated'} (active)")
+    try:
+        read_webhook_secret(load_settings().var_dir, args.secret_ref)
+    except WebhookSecretMissing:
+        print(
+            f"note: secret {args.secret_ref!r} is not provisioned yet: run "
+            f"`nexus hooks set-secret {args.secret_ref} --generate` (deliveries fail until then)"
+        )
+    return 0
+
+
+def cmd_admin_list_outbound_endpoints(args: argparse.Namespace) -> int:
+    from nexus.runtime.outbox.bindings import display_url, list_endpoints
+
+    endpoints = _with_org_connection(args, list_endpoints)
+    for endpoint in endpoints:
+        state = "active" if endpoint.active else "disabled"
+        print(
+            f"{endpoint.name}  {state:8}  secret:{endpoint.secret_ref}  {display_url(endpoint.url)}"
+        )
+    if not endpoints:
+        print("no outbound endpoints")
+    return 0
+
+
+def cmd_admin_disable_outbound_endpoint(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from nexus.runtime.outbox.bindings import disable_endpoint
+
+    _with_org_connection(args, partial(disable_endpoint, name=args.name, actor=_actor()))
+    print(f"outbound endpoint {args.name}: disabled (its deliveries go to the dead letters)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- metadata
 
 
@@ -589,6 +659,46 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
     for name, count in counts.items():
         print(f"{name}: {count} record(s) indexed")
     print(f"search index rebuilt for {len(counts)} object(s)")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Run SOQL as a named user (that user's permissions and sharing apply) and print JSON."""
+    from nexus.contracts.errors import NexusError
+    from nexus.identity.errors import UnknownUser
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.runtime.access import load_access
+    from nexus.runtime.metadata.view import MetadataCache
+    from nexus.runtime.query.engine import query_current
+
+    settings = load_settings()
+
+    async def run() -> dict[str, Any]:
+        async with (
+            _service_engine(settings, LogicalService.RUNTIME, "nexus-query") as engine,
+            unit_of_work(session_factory(engine), readonly=True) as session,
+        ):
+            user = await IdentityRepository(session).user_by_username(args.username)
+            if user is None or not user["is_active"]:
+                raise UnknownUser(f"no active user {args.username!r}")
+            access = await load_access(session, user["org_id"], user["user_id"])
+            page = await query_current(
+                session,
+                cache=MetadataCache(),
+                access=access,
+                soql=args.soql,
+                include_deleted=False,
+                page_size=args.limit,
+                start=0,
+            )
+        return {"totalSize": page.total_size, "done": page.done, "records": page.records}
+
+    try:
+        result = asyncio.run(run())
+    except NexusError as exc:
+        raise CliError(f"{exc.code}: {exc.message}", EXIT_FAILURE) from None
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
     return 0
 
 
@@ -792,6 +902,11 @@ def make_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--object", action="append", help="only this object (repeatable)")
     reindex.add_argument("--org-id", help="default: the deployment's org")
     reindex.set_defaults(handler=cmd_metadata_reindex)
+    query = sub.add_parser("query", help="run SOQL as a user (operators: look at records)")
+    query.add_argument("soql")
+    query.add_argument("--username", required=True, help="whose permissions apply")
+    query.add_argument("--limit", type=int, default=200, help="rows (default 200)")
+    query.set_defaults(handler=cmd_query)
     return parser
 
 
@@ -836,6 +951,27 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+    _add_outbound_parsers(admin_sub)
+
+
+def _add_outbound_parsers(admin_sub: argparse._SubParsersAction[_Parser]) -> None:
+    bind = admin_sub.add_parser(
+        "set-outbound-endpoint", help="bind a flow webhook endpoint name to a URL"
+    )
+    bind.add_argument("name", help="the endpoint name flows use")
+    bind.add_argument("url", help="http(s) URL deliveries are POSTed to")
+    bind.add_argument(
+        "--secret-ref", required=True, help="signing secret (`nexus hooks set-secret`)"
+    )
+    bind.add_argument("--org-id", help="default: the deployment's org")
+    bind.set_defaults(handler=cmd_admin_set_outbound_endpoint)
+    endpoints = admin_sub.add_parser("list-outbound-endpoints", help="list endpoint bindings")
+    endpoints.add_argument("--org-id", help="default: the deployment's org")
+    endpoints.set_defaults(handler=cmd_admin_list_outbound_endpoints)
+    unbind = admin_sub.add_parser("disable-outbound-endpoint", help="stop delivering to one")
+    unbind.add_argument("name")
+    unbind.add_argument("--org-id", help="default: the deployment's org")
+    unbind.set_defaults(handler=cmd_admin_disable_outbound_endpoint)
 
 
 def _add_integration_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:

@@ -31,6 +31,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from nexus.platform import standard_webhooks
+
 
 class Reason(StrEnum):
     MISSING_SIGNATURE = "missing_signature"
@@ -98,7 +100,6 @@ class WebhookRequest:
 _DIGITS = re.compile(r"[0-9]{1,16}")
 _HEX = re.compile(r"[0-9A-Fa-f]+")
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
-_WHSEC = "whsec_"
 # The percent-encodings HubSpot decodes in the request URI before signing (v3 docs).
 _HUBSPOT_DECODED = re.compile(r"%(3A|2F|3F|40|21|24|27|28|29|2A|2C|3B)", re.IGNORECASE)
 _DIGEST_SIZE = {"sha1": 20, "sha256": 32, "sha512": 64}
@@ -207,11 +208,7 @@ class StandardWebhooksScheme(_Scheme):
     key_format: Literal["auto", "base64", "raw"] = "auto"
 
     def derive_key(self, secret: str) -> bytes:
-        if self.key_format == "raw" or (
-            self.key_format == "auto" and not secret.startswith(_WHSEC)
-        ):
-            return _utf8(secret)
-        return base64.b64decode(secret.removeprefix(_WHSEC), validate=True)
+        return standard_webhooks.derive_key(secret, self.key_format)
 
     def delivery_id(self, request: WebhookRequest) -> str | None:
         return request.header("webhook-id", "svix-id")
@@ -240,7 +237,7 @@ class StandardWebhooksScheme(_Scheme):
         return _conclude(
             self.scheme,
             keys=keys,
-            content=_utf8(f"{msg_id}.{stamp}.") + request.body,
+            content=standard_webhooks.signed_content(msg_id, stamp, request.body),
             candidates=candidates,
             signed_ms=seconds * 1000,
             now_seconds=request.received_at_seconds,
@@ -250,14 +247,10 @@ class StandardWebhooksScheme(_Scheme):
     def headers_for(
         self, key: bytes, *, body: bytes, method: str, url: str, now: float, delivery_id: str | None
     ) -> dict[str, str]:
-        stamp = str(int(now))
-        msg_id = delivery_id or _default_id(stamp, body)
-        mac = hmac.digest(key, _utf8(f"{msg_id}.{stamp}.") + body, "sha256")
-        return {
-            "webhook-id": msg_id,
-            "webhook-timestamp": stamp,
-            "webhook-signature": "v1," + base64.b64encode(mac).decode("ascii"),
-        }
+        msg_id = delivery_id or _default_id(str(int(now)), body)
+        return standard_webhooks.signature_headers(
+            key, msg_id=msg_id, timestamp=int(now), body=body
+        )
 
 
 class StripeScheme(_Scheme):

@@ -148,6 +148,22 @@ class IntegrationSettings(BaseSettings):
     ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
 
 
+class OutboxSettings(BaseSettings):
+    """runtime-worker's outbox: after-save record actions and outbound webhooks."""
+
+    model_config = _config()
+
+    #: Attempts per item before it is dead (set on the queue when runtime-worker starts).
+    outbox_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
+    #: Retry backoff: full jitter under base * 2^(attempt-1), capped.
+    outbox_backoff_base_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 5_000
+    outbox_backoff_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 3_600_000
+    #: A webhook receiver gets this long to answer (connect included).
+    outbox_webhook_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 10.0
+    #: Items executed at once by one runtime-worker process.
+    outbox_concurrency: Annotated[int, Field(ge=1, le=1000)] = 32
+
+
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     CoreSettings,
     DatabaseSettings,
@@ -156,6 +172,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
+    OutboxSettings,
 )
 
 
@@ -175,6 +192,7 @@ class Settings:
     upstreams: UpstreamSettings
     identity: IdentitySettings
     integration: IntegrationSettings
+    outbox: OutboxSettings
 
     @property
     def var_dir(self) -> Path:
@@ -258,4 +276,5 @@ def load_settings(**overrides: Any) -> Settings:
         upstreams=_build(UpstreamSettings, overrides),
         identity=_build(IdentitySettings, overrides),
         integration=_build(IntegrationSettings, overrides),
+        outbox=_build(OutboxSettings, overrides),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 
@@ -18,11 +18,12 @@ from nexus.platform.settings import Settings
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.outbox.worker import outbox_lifespan
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
 API_CAPABILITIES = ("ops.v1", "identity.oauth2.v1", "runtime.metadata.v1", "runtime.records.v1")
-WORKER_CAPABILITIES = ("ops.v1",)
+WORKER_CAPABILITIES = ("ops.v1", "runtime.outbox.v1")
 
 
 def _api_lifespan(
@@ -76,6 +77,22 @@ def create_api_app(settings: Settings) -> FastAPI:
     return app
 
 
+def _worker_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """Every work loop of runtime-worker, started in order and stopped in reverse."""
+    loops = (outbox_lifespan(settings),)
+
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for loop in loops:
+                await stack.enter_async_context(loop(app, state))
+            yield
+
+    return start
+
+
 def create_worker_app(settings: Settings) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
     return create_service_app(
@@ -83,4 +100,5 @@ def create_worker_app(settings: Settings) -> FastAPI:
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
+        on_start=_worker_lifespan(settings),
     )

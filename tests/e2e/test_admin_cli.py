@@ -112,3 +112,21 @@ def test_operator_story_roles_users_clients_and_revocation(env: dict[str, str]) 
     assert "sessions revoked: 0" in revoked.stdout
     unknown = run(env, "admin", "revoke-user", "--username", "nobody@example.com")
     assert unknown.returncode == 1
+
+    (Path(env["NEXUS_VAR_DIR"]) / "ticket.yaml").write_text(
+        "objects:\n"
+        "  - {api_name: Ticket__c, label: Ticket, plural_label: Tickets, key_prefix: a07,\n"
+        "     name_field: {api_name: Name, label: Name, type: text, length: 80},\n"
+        "     fields: [{api_name: Subject__c, label: Subject, type: text, length: 80}]}\n"
+    )
+    applied = run(env, "metadata", "apply", str(Path(env["NEXUS_VAR_DIR"]) / "ticket.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    query = run(env, "query", "SELECT Id, Subject__c FROM Ticket__c", "--username", "admin")
+    assert query.returncode == 0, query.stderr
+    assert '"totalSize": 0' in query.stdout
+    malformed = run(env, "query", "SELECT FROM Ticket__c", "--username", "admin")
+    assert malformed.returncode == 1
+    assert "MALFORMED_QUERY" in malformed.stderr
+    nobody = run(env, "query", "SELECT Id FROM Ticket__c", "--username", "nobody@example.com")
+    assert nobody.returncode == 1
+    assert "no active user" in nobody.stderr

@@ -44,6 +44,7 @@ class MariaDB:
     socket_path: str
     process: subprocess.Popen[bytes]
     root: Path
+    argv: list[str] | None = None
 
     def admin(self) -> pymysql.connections.Connection:
         return pymysql.connect(unix_socket=self.socket_path, user="root", password="")
@@ -58,6 +59,22 @@ class MariaDB:
     def drop_database(self, name: str) -> None:
         with self.admin() as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Stop the server (clients see their connections drop), stay down, start it again
+        on the same port, socket and data: a database restart in the middle of a run."""
+        assert self.argv is not None
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        time.sleep(down_seconds)
+        self.process = subprocess.Popen(
+            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 60
+        while not _accepts(self.socket_path):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("mariadbd did not come back after a restart")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -99,27 +116,24 @@ def start_mariadb(binary: str) -> MariaDB:
         capture_output=True,
     )
     port = free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--no-defaults",
-            f"--datadir={datadir}",
-            f"--socket={sock}",
-            f"--port={port}",
-            "--bind-address=127.0.0.1",
-            f"--pid-file={root / 'mysqld.pid'}",
-            f"--log-error={log}",
-            "--skip-log-bin",
-            "--innodb-buffer-pool-size=128M",
-            "--innodb-flush-log-at-trx-commit=2",
-            "--character-set-server=utf8mb4",
-            "--max-connections=500",
-            *user_args,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    server = MariaDB(port=port, socket_path=sock, process=process, root=root)
+    argv = [
+        binary,
+        "--no-defaults",
+        f"--datadir={datadir}",
+        f"--socket={sock}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--pid-file={root / 'mysqld.pid'}",
+        f"--log-error={log}",
+        "--skip-log-bin",
+        "--innodb-buffer-pool-size=128M",
+        "--innodb-flush-log-at-trx-commit=2",
+        "--character-set-server=utf8mb4",
+        "--max-connections=500",
+        *user_args,
+    ]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = MariaDB(port=port, socket_path=sock, process=process, root=root, argv=argv)
     deadline = time.monotonic() + 60
     while True:
         if process.poll() is not None:

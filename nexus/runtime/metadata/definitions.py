@@ -353,14 +353,76 @@ class FieldUpdate(BaseModel):
     formula: Annotated[str, Field(min_length=1, max_length=3900)]
 
 
-class AfterSaveAction(BaseModel):
-    """Shape only (executed with the work engine): an event written to the Runtime outbox."""
+Formula = Annotated[str, Field(min_length=1, max_length=3900)]
+#: An outbound endpoint binding's name (operator-controlled; metadata never holds a URL).
+ENDPOINT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+EVENT_NAME = r"^[A-Za-z][A-Za-z0-9_.:-]{0,79}$"
+MAX_ACTION_VALUES = 100
+
+
+class CreateRecordAction(BaseModel):
+    """Create a record of `object`, each field set by a formula over the triggering record
+    (e.g. a Task whose `WhatId` is `Id`)."""
+
+    model_config = _STRICT
+
+    kind: Literal["create_record"]
+    object: Name
+    fields: Annotated[dict[str, Formula], Field(min_length=1, max_length=MAX_ACTION_VALUES)]
+
+
+class UpdateRecordAction(BaseModel):
+    """Update the record the triggering record's lookup field `lookup` points to (nothing when
+    the lookup is empty), each field set by a formula over the triggering record."""
+
+    model_config = _STRICT
+
+    kind: Literal["update_record"]
+    lookup: Name
+    fields: Annotated[dict[str, Formula], Field(min_length=1, max_length=MAX_ACTION_VALUES)]
+
+
+class WebhookAction(BaseModel):
+    """POST `{"type": event, "timestamp": ..., "data": {name: formula value}}`, signed in the
+    Standard Webhooks format, to the outbound endpoint an operator bound under `endpoint`."""
+
+    model_config = _STRICT
+
+    kind: Literal["webhook"]
+    endpoint: Annotated[str, Field(pattern=ENDPOINT_NAME)]
+    event: Annotated[str, Field(pattern=EVENT_NAME)]
+    payload: Annotated[dict[str, Formula], Field(max_length=MAX_ACTION_VALUES)] = Field(
+        default_factory=dict
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "url" in data:
+            raise ValueError(
+                "a webhook names an outbound endpoint an operator bound "
+                "(`nexus admin set-outbound-endpoint`), never a URL"
+            )
+        return data
+
+
+class OutboxEventAction(BaseModel):
+    """The first shape of an after-save action (an event with no destination). Stored
+    versions still load and do nothing; new metadata is refused (use `webhook`)."""
 
     model_config = _STRICT
 
     kind: Literal["outbox_event"] = "outbox_event"
     event: Name
     payload: dict[str, str] = Field(default_factory=dict)  # name -> formula
+
+
+AfterSaveAction = Annotated[
+    CreateRecordAction | UpdateRecordAction | WebhookAction | OutboxEventAction,
+    Field(discriminator="kind"),
+]
+ACTION_KINDS = ("create_record", "update_record", "webhook", "outbox_event")
+MAX_ACTIONS = 10
 
 
 class FlowDef(BaseModel):
@@ -376,7 +438,7 @@ class FlowDef(BaseModel):
     order: int = Field(default=100, ge=0, le=10_000)
     entry_condition: str | None = None
     updates: tuple[FieldUpdate, ...] = ()
-    after_save: tuple[AfterSaveAction, ...] = ()
+    after_save: Annotated[tuple[AfterSaveAction, ...], Field(max_length=MAX_ACTIONS)] = ()
     active: bool = True
 
     @model_validator(mode="after")
@@ -464,7 +526,9 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part not in ("function-after[_shape()]", "function-after[_name_field()]"):
+        elif part not in ("function-after[_shape()]", "function-after[_name_field()]") and not (
+            part in ACTION_KINDS and out.endswith("]")
+        ):
             out += f".{part}" if out else str(part)
     return out or "(batch)"
 
@@ -661,11 +725,68 @@ def _check_flow(flow: FlowDef, path: str, resulting: dict[str, ObjectDef], probl
             problem,
         )
     for j, action in enumerate(flow.after_save):
-        for name, source in action.payload.items():
-            _compiles(source, env, _ANY, f"{path}.after_save[{j}].payload.{name}", problem)
+        _check_action(
+            action,
+            f"{path}.after_save[{j}]",
+            env=env,
+            obj=obj,
+            resulting=resulting,
+            problem=problem,
+        )
 
 
 _ANY = "any"
+
+
+def _check_action(
+    action: CreateRecordAction | UpdateRecordAction | WebhookAction | OutboxEventAction,
+    path: str,
+    *,
+    env: FormulaEnv,
+    obj: ObjectDef,
+    resulting: dict[str, ObjectDef],
+    problem: Any,
+) -> None:
+    """Every formula type-checked against where its value goes; targets must exist."""
+    if isinstance(action, OutboxEventAction):
+        problem(f"{path}.kind", "outbox_event is retired: use webhook (with an endpoint name)")
+        return
+    if isinstance(action, WebhookAction):
+        for name, source in action.payload.items():
+            _compiles(source, env, _ANY, f"{path}.payload.{name}", problem)
+        return
+    if isinstance(action, CreateRecordAction):
+        target = resulting.get(action.object.lower())
+        if target is None:
+            problem(f"{path}.object", f"no object named {action.object!r}")
+            return
+        set_fields = {name.lower() for name in action.fields}
+        for needed in target.all_fields():
+            required = needed.required or (needed.api_name == "Name" and needed.type == "text")
+            if required and needed.api_name.lower() not in set_fields:
+                problem(f"{path}.fields", f"{target.api_name}.{needed.api_name} is required")
+    else:
+        lookup = next(
+            (
+                f
+                for f in obj.fields
+                if f.api_name.lower() == action.lookup.lower()
+                and f.type in ("lookup", "master_detail")
+            ),
+            None,
+        )
+        target = resulting.get((lookup.reference_to or "").lower()) if lookup else None
+        if target is None:
+            problem(f"{path}.lookup", f"no lookup field {action.lookup!r} on {obj.api_name}")
+            return
+    for name, source in action.fields.items():
+        field = _field_of(resulting, target.api_name, name)
+        if field is None or field.type in ("auto_number", "formula"):
+            problem(f"{path}.fields.{name}", f"no writable field {name!r} on {target.api_name}")
+            continue
+        _compiles(
+            source, env, FORMULA_TYPES.get(field.type, "text"), f"{path}.fields.{name}", problem
+        )
 
 
 def _check_layout(

@@ -14,13 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.runtime.formula.compiler import Formula, compile_formula
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (
+    CreateRecordAction,
     FieldDef,
     FlowDef,
     LayoutDef,
     ObjectDef,
     PermissionSetDef,
     SharingRuleDef,
+    UpdateRecordAction,
     ValidationRuleDef,
+    WebhookAction,
     formula_env,
 )
 from nexus.runtime.metadata.repository import MetadataRepository
@@ -41,6 +44,31 @@ class CompiledFlow:
 
 
 @dataclass(frozen=True)
+class CompiledAction:
+    """One after-save action, ready to evaluate over a saved record: `values` are (target field
+    api name or payload key, formula); `target` the object a record action writes, and
+    `lookup_column` the triggering record's column holding an update's target id."""
+
+    definition: CreateRecordAction | UpdateRecordAction | WebhookAction
+    values: tuple[tuple[str, Formula], ...]
+    target: ObjectDef | None = None
+    lookup_column: str | None = None
+
+
+@dataclass(frozen=True)
+class CompiledAfterSave:
+    definition: FlowDef
+    version: int
+    entry: Formula | None
+    actions: tuple[CompiledAction, ...]
+
+    @property
+    def formulas(self) -> list[Formula]:
+        entry = [self.entry] if self.entry else []
+        return entry + [f for action in self.actions for _, f in action.values]
+
+
+@dataclass(frozen=True)
 class MetadataView:
     org_id: str
     revision: int
@@ -53,6 +81,7 @@ class MetadataView:
     layouts: dict[str, LayoutDef] = field(default_factory=dict)  # object -> its layout
     validation_rules: dict[str, list[CompiledRule]] = field(default_factory=dict)
     before_save_flows: dict[str, list[CompiledFlow]] = field(default_factory=dict)
+    after_save_flows: dict[str, list[CompiledAfterSave]] = field(default_factory=dict)
     formula_fields: dict[str, dict[str, Formula]] = field(default_factory=dict)  # obj -> field
 
     def object(self, name: str) -> ObjectDef | None:
@@ -132,12 +161,17 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
             formula = compile_formula(rule.formula, formula_env(obj, objects), expect="boolean")
             validations.setdefault(obj.api_name.lower(), []).append(CompiledRule(rule, formula))
     flows: dict[str, list[CompiledFlow]] = {}
+    after_save: dict[str, list[CompiledAfterSave]] = {}
     for r in await repo.active_definitions(org_id, "flow"):
         flow = FlowDef.model_validate_json(r["body"])
         obj = objects.get(flow.object.lower())
-        if not flow.active or flow.when != "before_save" or obj is None:
+        if not flow.active or obj is None:
             continue
         env = formula_env(obj, objects)
+        if flow.when == "after_save":
+            compiled_after = _compile_after_save(flow, int(r["version"]), obj, objects)
+            after_save.setdefault(obj.api_name.lower(), []).append(compiled_after)
+            continue
         entry = compile_formula(flow.entry_condition, env) if flow.entry_condition else None
         updates = tuple(
             (target, compile_formula(u.formula, env))
@@ -151,6 +185,8 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         flows.setdefault(obj.api_name.lower(), []).append(CompiledFlow(flow, entry, updates))
     for compiled in flows.values():
         compiled.sort(key=lambda c: (c.definition.order, c.definition.api_name.lower()))
+    for compiled_after_save in after_save.values():
+        compiled_after_save.sort(key=lambda c: (c.definition.order, c.definition.api_name.lower()))
     formula_fields = {
         name: {
             f.api_name: compile_formula(
@@ -174,8 +210,44 @@ async def _load(session: AsyncSession, org_id: str, revision: int, generation: i
         layouts=layouts,
         validation_rules=validations,
         before_save_flows=flows,
+        after_save_flows=after_save,
         formula_fields=formula_fields,
         fields={
             name: {f.api_name.lower(): f for f in obj.all_fields()} for name, obj in objects.items()
         },
     )
+
+
+def _compile_after_save(
+    flow: FlowDef, version: int, obj: ObjectDef, objects: dict[str, ObjectDef]
+) -> CompiledAfterSave:
+    """Formulas compiled over the triggering object; targets resolved to their definitions.
+    Retired `outbox_event` actions (stored before actions had a destination) are dropped."""
+    env = formula_env(obj, objects)
+    actions = []
+    for action in flow.after_save:
+        if isinstance(action, WebhookAction):
+            values = tuple((k, compile_formula(v, env)) for k, v in action.payload.items())
+            actions.append(CompiledAction(action, values))
+            continue
+        if isinstance(action, CreateRecordAction):
+            target, lookup_column = objects.get(action.object.lower()), None
+        elif isinstance(action, UpdateRecordAction):
+            lookup = next(
+                (f for f in obj.fields if f.api_name.lower() == action.lookup.lower()), None
+            )
+            target = objects.get((lookup.reference_to or "").lower()) if lookup else None
+            lookup_column = lookup.api_name.lower() if lookup else None
+        else:
+            continue
+        if target is None:  # pragma: no cover - checked when the flow was applied
+            continue
+        fields = {f.api_name.lower(): f for f in target.all_fields()}
+        values = tuple(
+            (fields[k.lower()].api_name, compile_formula(v, env))
+            for k, v in action.fields.items()
+            if k.lower() in fields
+        )
+        actions.append(CompiledAction(action, values, target, lookup_column))
+    entry = compile_formula(flow.entry_condition, env) if flow.entry_condition else None
+    return CompiledAfterSave(flow, version, entry, tuple(actions))

@@ -40,6 +40,7 @@ from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
+from nexus.runtime.outbox.after_save import Saved, enqueue_after_save, has_after_save
 from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import InvalidValue, coerce
 from nexus.runtime.records.read import own_formula_values
@@ -72,6 +73,8 @@ class _Work:
     errors: list[RecordError] = field(default_factory=list)
     result: ItemResult | None = None
     digest: str = ""
+    saved: dict[str, Any] | None = None  # every column as saved, for after-save flows
+    prior: Any = None  # the row before an update
 
     @property
     def definition(self) -> ObjectDef:
@@ -115,7 +118,9 @@ async def mutate(
     access: CallerAccess,
     caller: TrustedCall,
     request: MutateRequest,
+    flow_depth: int = 0,
 ) -> MutateResponse:
+    """`flow_depth` > 0: the save of an after-save action (see `outbox.queue.MAX_FLOW_DEPTH`)."""
     if len(request.items) > MAX_BATCH:
         raise BadRequest(
             f"a batch has at most {MAX_BATCH} items ({len(request.items)} given)",
@@ -165,6 +170,16 @@ async def mutate(
     if request.all_or_none and any(not r.success for r in results):
         raise AllOrNoneRolledBack(_rolled_back(response))
     await ctx.store.remember(remembered, ctx.now_ms)
+    saved = [Saved(w.definition, w.saved, w.prior) for w in work if w.saved and not w.failed]
+    if saved:  # into the outbox in this transaction: no commit, no item
+        await enqueue_after_save(
+            ctx.session,
+            view=view,
+            user_id=caller.user_id,
+            now=ctx.now,
+            saved=saved,
+            depth=flow_depth,
+        )
     return response
 
 
@@ -500,6 +515,10 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             )
             w.values["__row_version"] = 1
         await ctx.store.insert(ctx.view.table(obj), rows)
+        if has_after_save(ctx.view, obj):
+            blank = dict.fromkeys(ctx.view.table(obj).c.keys())
+            for w, row in zip(valid, rows, strict=True):
+                w.saved = blank | row
         await index_changes(
             ctx.session,
             org_id=ctx.caller.org_id,
@@ -586,8 +605,12 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
                 await _mark_conflicts(ctx, obj, group, rows)
             for w in group:
                 if not w.failed:
-                    w.values["__row_version"] = int(rows[w.record_id or ""]["row_version"]) + 1
-                    history += _history(ctx, obj, w, rows[w.record_id or ""])
+                    old = rows[w.record_id or ""]
+                    w.values["__row_version"] = int(old["row_version"]) + 1
+                    history += _history(ctx, obj, w, old)
+                    if has_after_save(ctx.view, obj):
+                        w.prior = old
+                        w.saved = {**old, **w.values, **ctx.audit()}
         await ctx.store.record_history(history)
         await index_changes(
             ctx.session,

@@ -1,0 +1,139 @@
+"""runtime-worker's outbox loop: one work-engine `Worker` over the outbox tables.
+
+At start it registers the `runtime.flows` queues with the configured attempt cap (retrying
+until the database is migrated), then claims and runs items until the role stops: record
+actions through `RecordActions`, webhooks through `Delivery`. Stop drains (work-engine
+semantics: running items get the drain timeout, the rest are released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+from pydantic import ValidationError
+from sqlalchemy import update
+
+from nexus.platform.observability import get_logger
+from nexus.platform.service_app import ServiceState
+from nexus.platform.settings import Settings
+from nexus.platform.workqueue.store import Claimed
+from nexus.platform.workqueue.worker import Terminal, Worker, WorkerSettings
+from nexus.runtime.metadata import models as m
+from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.outbox.delivery import Delivery
+from nexus.runtime.outbox.queue import (
+    FAMILY,
+    QUEUE_CLASSES,
+    OutboxMessage,
+    outbox_store,
+    queue_policy,
+)
+from nexus.runtime.outbox.records import RecordActions
+
+log = get_logger(__name__)
+START_RETRY_SECONDS = 2.0
+
+
+class OutboxRunner:
+    def __init__(self, state: ServiceState, settings: Settings) -> None:
+        cfg = settings.outbox
+        self.engine = state.engine
+        self.max_attempts = cfg.outbox_max_attempts
+        self.store = outbox_store()
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(cfg.outbox_webhook_timeout_seconds),
+            follow_redirects=False,
+            trust_env=False,
+        )
+        self.worker = Worker(
+            state.engine,
+            self.store,
+            self._handle,
+            WorkerSettings(
+                concurrency=cfg.outbox_concurrency,
+                batch=cfg.outbox_concurrency,
+                backoff_base_ms=cfg.outbox_backoff_base_ms,
+                backoff_cap_ms=cfg.outbox_backoff_cap_ms,
+                drain_timeout_s=settings.core.shutdown_grace_seconds / 2,
+            ),
+        )
+        writers = 1 if state.engine.dialect.name == "sqlite" else cfg.outbox_concurrency
+        self.records = RecordActions(
+            state.sessions, MetadataCache(), self.worker.complete_in, asyncio.Semaphore(writers)
+        )
+        self.webhooks = Delivery(
+            state.engine, self.http, settings.var_dir, cfg.outbox_backoff_cap_ms
+        )
+        self._stopping = asyncio.Event()
+
+    async def _handle(self, claimed: Claimed) -> None:
+        try:
+            message = OutboxMessage.model_validate_json(claimed.payload)
+        except ValidationError:
+            raise Terminal("malformed outbox item") from None
+        if message.kind == "webhook":
+            await self.webhooks(message, claimed)
+        else:
+            await self.records(message, claimed)
+
+    async def _register_queues(self) -> None:
+        """The queues exist with this deployment's attempt cap (items copy it on enqueue)."""
+        queues = m.outbox.queues
+        async with self.engine.begin() as conn:
+            for queue_class in QUEUE_CLASSES:
+                policy = queue_policy(self.max_attempts)
+                await self.store.ensure_queue(conn, FAMILY, queue_class, policy=policy)
+                await conn.execute(
+                    update(queues)
+                    .where(queues.c.family == FAMILY, queues.c.queue_class == queue_class)
+                    .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
+                )
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self._register_queues()
+                break
+            except Exception as exc:  # noqa: BLE001 - not migrated yet or unreachable: retry
+                log.warning("outbox.start_deferred", error=type(exc).__name__)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), START_RETRY_SECONDS)
+        if self._stopping.is_set():
+            return
+        log.info("outbox.started", family=FAMILY, max_attempts=self.max_attempts)
+        await self.worker.run()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.worker.stop()
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+def outbox_lifespan(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def run(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        runner = app.state.outbox = OutboxRunner(state, settings)
+        task = asyncio.create_task(runner.run(), name="outbox")
+        task.add_done_callback(_report_crash)
+        try:
+            yield
+        finally:
+            runner.stop()
+            await asyncio.gather(task, return_exceptions=True)  # a crash was reported already
+            await runner.close()
+
+    return run
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("outbox.crashed", error=type(task.exception()).__name__)
