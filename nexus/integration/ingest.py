@@ -135,7 +135,7 @@ class ReceiptWriter:
         store: ReceiptStore,
         *,
         max_rows: int = 256,
-        window_seconds: float = 0.002,
+        window_seconds: float = 0.0,
         writers: int = 1,
     ) -> None:
         self.store_batch = store
