@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -110,22 +111,41 @@ class EngineStore:
 
 
 class SqliteThreadStore:
-    """A batch on a writer thread of its own: the whole transaction in one hop."""
+    """A batch on a writer thread of its own: the whole transaction in one hop.
+
+    Each thread keeps its connection between batches (a pool checkout and return per batch
+    cost ~60 us of a ~310 us one-row batch); a connection that fails is closed and replaced.
+    """
 
     def __init__(self, engine: Engine, *, threads: int = 1) -> None:
         self.engine = engine
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="ingress-sqlite")
+        self._local = threading.local()
+        self._kept: list[Connection] = []
 
     async def commit(self, rows: list[ReceiptRow]) -> list[Stored]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._threads, self._commit, rows)
 
     def _commit(self, rows: list[ReceiptRow]) -> list[Stored]:
-        with self.engine.begin() as conn:
-            return store_receipts(conn, rows)
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._local.conn = self.engine.connect()
+            self._kept = [kept for kept in self._kept if not kept.closed] + [conn]
+        try:
+            with conn.begin():
+                return store_receipts(conn, rows)
+        except BaseException:
+            self._local.conn = None
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
 
     async def close(self) -> None:
         await asyncio.to_thread(self._threads.shutdown, wait=True)
+        for conn in self._kept:
+            with contextlib.suppress(Exception):
+                conn.close()
         self.engine.dispose()
 
 
