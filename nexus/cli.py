@@ -128,6 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
+    from nexus.platform.serving import server_config
 
     role, app_name = _role_and_app(args.role, args.app)
     if args.loops is not None and role is not Role.INTEGRATION:
@@ -140,16 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
     app = build_app(settings, role, app_name, loops=args.loops or "all")
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]  # an ASGI application built above
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds),
-        loop="auto",
-        http="auto",
-    )
+    config = server_config(app, timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds))
     server = uvicorn.Server(config)
     get_logger("nexus.serve").info(
         "role.starting", version=__version__, app=app_name, host=host, port=port

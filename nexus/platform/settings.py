@@ -139,8 +139,9 @@ class IntegrationSettings(BaseSettings):
     ingress_body_snapshot_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 256 * 1024
     #: Group commit: at most this many receipts per transaction ...
     ingress_batch_max_rows: Annotated[int, Field(ge=1, le=5000)] = 256
-    #: ... gathered for at most this long after the first one arrived.
-    ingress_batch_window_ms: Annotated[float, Field(ge=0, le=100)] = 2.0
+    #: ... gathered for at most this long after the first one arrived. 0: a batch is what
+    #: queued while the previous one committed (lowest latency; ADR 0022).
+    ingress_batch_window_ms: Annotated[float, Field(ge=0, le=100)] = 0.0
     #: Writer tasks committing batches concurrently (1 suits SQLite's single writer).
     ingress_writers: Annotated[int, Field(ge=1, le=32)] = 1
     #: Connections of the ingress pool, separate from the background-loop pool.
