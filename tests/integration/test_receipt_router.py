@@ -127,7 +127,7 @@ class Stack:
             correlation=correlation,
         )
         async with self.engine.begin() as conn:
-            [stored] = await store_receipts(conn, [row])
+            [stored] = await conn.run_sync(store_receipts, [row])
         return stored.receipt_id
 
     async def drain(self, router: ReceiptRouter) -> None:
