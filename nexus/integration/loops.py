@@ -64,6 +64,8 @@ class IntegrationLoops:
                 concurrency=concurrency,
                 batch=cfg.integration_executor_batch,
                 idle_poll_ms=cfg.integration_executor_idle_poll_ms,
+                backoff_base_ms=cfg.integration_executor_backoff_base_ms,
+                backoff_cap_ms=cfg.integration_executor_backoff_cap_ms,
                 drain_timeout_s=self.grace_seconds,
             ),
         )

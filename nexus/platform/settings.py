@@ -171,6 +171,10 @@ class IntegrationSettings(BaseSettings):
     #: Delivery attempts of a command (for work queues created from now on) before it is dead.
     integration_executor_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
     integration_executor_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 50
+    #: Retry backoff of a command Runtime did not take: full jitter under base * 2^(attempt-1),
+    #: capped (Runtime down for a while: items wait at most the cap between attempts).
+    integration_executor_backoff_base_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1_000
+    integration_executor_backoff_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 300_000
     #: Timeout of one AcceptCommand call (the deadline header says the same).
     integration_executor_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
 
