@@ -9,7 +9,10 @@ Invariants (ENGINE.md) and where they are kept:
   `lane_seq`, and only a finished head advances it (a retrying head blocks its lane, a dead
   one halts it unless the queue's policy skips);
 - a target lane has one holder: a lane lease row taken by CAS in the claim transaction and
-  released with the item (it expires with the item's lease when the holder dies);
+  released with the item when it finishes, is released or reclaimed. A holder whose lease ran
+  out keeps its lane until the sweep reclaims its item (it may still renew or finish until
+  then, so the lane must not move to another item before); an expired lane whose holder no
+  longer runs under it is taken over;
 - the family's ownership epoch is checked by claim, renewal and completion;
 - every time is the database's (`db_now_ms()` inside the statement).
 
@@ -330,6 +333,15 @@ class WorkStore:
         ids: list[str] = []
         held: list[str] = []
         taken: set[str] = set()
+        holder_runs = (  # the lane's holder still runs under it (expired or not)
+            select(items.c.id)
+            .where(
+                items.c.id == targets.c.holder_id,
+                items.c.lease_token == targets.c.holder_token,
+                items.c.state == PROCESSING,
+            )
+            .exists()
+        )
         for item_id, row in candidates.items():
             target_key = row[1]
             if target_key is None:
@@ -343,7 +355,10 @@ class WorkStore:
                 .where(
                     targets.c.family == family,
                     targets.c.target_key == target_key,
-                    or_(targets.c.holder_id.is_(None), targets.c.lease_until < now),
+                    or_(
+                        targets.c.holder_id.is_(None),
+                        and_(targets.c.lease_until < now, ~holder_runs),
+                    ),
                 )
                 .values(holder_id=item_id, holder_token=token, lease_until=now + self.lease_ms)
             )
