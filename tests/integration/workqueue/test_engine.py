@@ -333,6 +333,8 @@ async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Que
     assert {rows[i]["state"] for i in ids} == {PENDING}
     assert {rows[i]["attempt"] for i in ids} == {1}
     assert {rows[i]["lease_until"] for i in ids} == {None}
+    # the released items are claimable: hand them to nobody, or the next test's worker runs them
+    await transfer(queue.engine, queue.tables, family, "nobody", timeout_s=5, poll_s=0.05)
 
 
 async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_policy(
