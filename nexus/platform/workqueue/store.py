@@ -508,7 +508,9 @@ class WorkStore:
             )
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
-        await self._free_target_lanes(conn, family, token, [c.id for c, _ in finished])
+        await self._free_target_lanes(
+            conn, family, token, [c.id for c, _ in finished if c.target_key]
+        )
         await self._move_lanes(
             conn,
             family,
