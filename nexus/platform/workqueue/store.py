@@ -17,8 +17,10 @@ Invariants (ENGINE.md) and where they are kept:
 - every time is the database's (`db_now_ms()` inside the statement).
 
 `pending` is the one claimable state (`attempt > 0` means it is a retry), so the claim scan is
-one ordered range of the covering index. Terminal rows keep their last lease token, which is
-how a batch completion learns exactly which of its rows it finished.
+one ordered range of the covering index. Rows a holder finished keep its lease token, which is
+how a batch completion learns exactly which of its rows it finished; every other way out of
+`processing` (reclaim, release) clears the token, so a stale holder's retry or dead outcome is
+never mistaken for written.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.platform.db import db_now_ms, insert_ignore
@@ -286,18 +288,60 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
+    def _claimable(self, family: str, queue_class: str, now: Any, *columns: Any) -> Select[Any]:
+        """Pending items of one queue that may run now: lane heads only, and not behind a
+        target lane that is held (an expired lane is left to the claim's CAS), so a burst to
+        one target does not hide the items queued behind it."""
+        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        return (
+            select(*columns)
+            .select_from(
+                items.outerjoin(
+                    lanes,
+                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
+                ).outerjoin(
+                    targets,
+                    and_(
+                        targets.c.family == items.c.family,
+                        targets.c.target_key == items.c.target_key,
+                    ),
+                )
+            )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state == PENDING,
+                items.c.run_after <= now,
+                or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+                or_(
+                    items.c.target_key.is_(None),
+                    targets.c.holder_id.is_(None),
+                    targets.c.lease_until < now,
+                ),
+            )
+        )
+
+    async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
+        """Would a claim find anything? A read (no write lock, no claim turn), for pollers
+        that found their queue empty last time."""
+        peek = self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
+        return (await conn.execute(peek)).first() is not None
+
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
         """Claim up to `limit` claimable items in one transaction: candidates through the
         covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
         fresh token; the winners are the rows carrying it."""
-        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         candidates = {
             row[0]: row
             for row in await conn.execute(
-                select(
+                self._claimable(
+                    family,
+                    queue_class,
+                    now,
                     items.c.id,
                     items.c.target_key,
                     items.c.queue_class,
@@ -306,22 +350,6 @@ class WorkStore:
                     items.c.payload,
                     items.c.lane_key,
                     items.c.lane_seq,
-                )
-                .select_from(
-                    items.outerjoin(
-                        lanes,
-                        and_(
-                            lanes.c.family == items.c.family,
-                            lanes.c.lane_key == items.c.lane_key,
-                        ),
-                    )
-                )
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == PENDING,
-                    items.c.run_after <= now,
-                    or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
                 )
                 .order_by(items.c.run_after, items.c.id)
                 .limit(limit)
@@ -636,12 +664,14 @@ class WorkStore:
                     "failure_class": LEASE_EXPIRED,
                     "last_error": "the lease expired on the last attempt",
                     "finished_at": now,
+                    "lease_token": None,  # no holder finished it (see `finish`)
                     "lease_until": None,
                 }
                 if exhausted
                 else {
                     "state": PENDING,
                     "run_after": now,
+                    "lease_token": None,
                     "lease_owner": None,
                     "lease_until": None,
                     "reclaims": items.c.reclaims + 1,
@@ -677,7 +707,13 @@ class WorkStore:
         await conn.execute(
             update(items)
             .where(self._held(ids, token))
-            .values(state=PENDING, run_after=db_now_ms(), lease_owner=None, lease_until=None)
+            .values(
+                state=PENDING,
+                run_after=db_now_ms(),
+                lease_token=None,
+                lease_owner=None,
+                lease_until=None,
+            )
         )
         await self._free_target_lanes(conn, family, token, ids)
 
