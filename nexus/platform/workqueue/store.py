@@ -221,6 +221,9 @@ class WorkStore:
             .where(
                 self.t.queues.c.family == bindparam("f"),
                 self.t.queues.c.queue_class == bindparam("q"),
+                # at most once a second: the queue row is also the claim turn (`claim`), and
+                # an enqueue that writes it holds it until its caller commits
+                self.t.queues.c.last_enqueued_at < now - 1000,
             )
             .values(last_enqueued_at=now),
             [{"f": f, "q": q} for f, q in sorted(queues)],
@@ -327,6 +330,22 @@ class WorkStore:
         peek = self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
         return (await conn.execute(peek)).first() is not None
 
+    async def _take_claim_turn(self, conn: AsyncConnection, family: str, queue_class: str) -> None:
+        """Claimers of one queue take turns (a row lock on the queue row until commit), so
+        the next one reads its candidates after the last one's claims are committed instead
+        of reading the same ones, waiting on their row locks and winning nothing. The CAS
+        still decides who wins; the turn only saves the wasted work. SQLite needs none: its
+        write transactions already run one at a time. Taken after any outcome writes in the
+        same transaction (lane rows first, then the turn, as `enqueue` does: no deadlock)."""
+        if conn.dialect.name == "sqlite":
+            return
+        q = self.t.queues
+        await conn.execute(
+            select(q.c.weight)
+            .where(q.c.family == family, q.c.queue_class == queue_class)
+            .with_for_update()
+        )
+
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
@@ -335,6 +354,7 @@ class WorkStore:
         fresh token; the winners are the rows carrying it."""
         items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
+        await self._take_claim_turn(conn, family, queue_class)
         candidates = {
             row[0]: row
             for row in await conn.execute(

@@ -43,10 +43,11 @@ from tests.support.work_worker import (
 )
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-LEASE_MS = 4000  # heartbeats every ~1.3 s: several per run, racing the completions
+LEASE_MS = 8000  # heartbeats every ~2.7 s: several per run, racing the completions (longer
+# than the longest wait for the SQLite write lock seen with three busy processes, ~6 s)
 BURST = 1000
 LANES, PER_LANE = 20, 15
-FREE = 600
+FREE = 400
 
 
 @dataclass
