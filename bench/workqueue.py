@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import uvloop
 from sqlalchemy import MetaData, func, select
 
 from nexus.platform.db import create_engine, reading
@@ -222,7 +223,8 @@ def main() -> None:
     configure_logging(role="bench", level="warning", fmt="json")
     if args.worker:
         url, ready, go = args.worker
-        asyncio.run(work(url, Path(ready), Path(go)))
+        # uvloop, as the roles that run workers have it (`nexus serve`: uvicorn, loop="auto")
+        uvloop.run(work(url, Path(ready), Path(go)))
         return
     out: dict[str, Any] = {
         "machine": f"{os.uname().nodename} {os.cpu_count()} cpu, {sys.version.split()[0]}",

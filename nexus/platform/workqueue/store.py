@@ -355,26 +355,21 @@ class WorkStore:
         items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         await self._take_claim_turn(conn, family, queue_class)
-        candidates = {
-            row[0]: row
-            for row in await conn.execute(
-                self._claimable(
-                    family,
-                    queue_class,
-                    now,
-                    items.c.id,
-                    items.c.target_key,
-                    items.c.queue_class,
-                    items.c.attempt,
-                    items.c.max_attempts,
-                    items.c.payload,
-                    items.c.lane_key,
-                    items.c.lane_seq,
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit)
-            )
-        }
+        read = self._claimable(
+            family,
+            queue_class,
+            now,
+            items.c.id,
+            items.c.target_key,
+            items.c.queue_class,
+            items.c.attempt,
+            items.c.max_attempts,
+            items.c.payload,
+            items.c.lane_key,
+            items.c.lane_seq,
+        )
+        rows = (await conn.execute(read.order_by(items.c.run_after, items.c.id).limit(limit))).all()
+        candidates = {row[0]: row for row in rows}
         if not candidates:
             return []
         token = new_token()
