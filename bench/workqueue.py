@@ -96,6 +96,7 @@ async def work(url: str, ready: Path, go: Path) -> None:
         "pid": os.getpid(),
         "succeeded": worker.stats.succeeded,
         "lost": worker.stats.lost,
+        "claims": worker.stats.claims,
         "cpu_s": time.process_time() - cpu_at_go,
     }
     print(json.dumps(stats))
@@ -197,6 +198,7 @@ def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -
         "items_per_s": round(items / elapsed),
         "per_process": [r["succeeded"] for r in reports],
         "lost": sum(r["lost"] for r in reports),
+        "items_per_claim": round(items / max(1, sum(r["claims"] for r in reports))),
         # CPU per 1,000 items: the workers' own, the database server's (MariaDB; SQLite runs
         # inside the workers), and the machine's busy cores during the window (2.0 = full;
         # what the workers and the server did not use went to other programs)

@@ -131,6 +131,7 @@ class WorkStore:
         self.t = tables
         self.owner = owner
         self.lease_ms = lease_ms
+        self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
 
     # ------------------------------------------------------------------ enqueue
     async def ensure_queue(
@@ -340,11 +341,13 @@ class WorkStore:
         if conn.dialect.name == "sqlite":
             return
         q = self.t.queues
+        started = time.perf_counter()
         await conn.execute(
             select(q.c.weight)
             .where(q.c.family == family, q.c.queue_class == queue_class)
             .with_for_update()
         )
+        self.turn_wait_ms = (time.perf_counter() - started) * 1000
 
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int

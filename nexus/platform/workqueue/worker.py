@@ -286,7 +286,9 @@ class Worker:
             except BaseException:
                 self._give_back(done)
                 raise
-            self._admit((time.perf_counter() - started) * 1000)
+            # admission reacts to the database's pace, not to waiting for the claim turn
+            # behind other processes (that wait shrank batches until claims were tiny)
+            self._admit((time.perf_counter() - started) * 1000 - self.store.turn_wait_ms)
             if done:
                 self._settle(done, lost)
             if got:
