@@ -9,13 +9,18 @@ Invariants (ENGINE.md) and where they are kept:
   `lane_seq`, and only a finished head advances it (a retrying head blocks its lane, a dead
   one halts it unless the queue's policy skips);
 - a target lane has one holder: a lane lease row taken by CAS in the claim transaction and
-  released with the item (it expires with the item's lease when the holder dies);
+  released with the item when it finishes, is released or reclaimed. A holder whose lease ran
+  out keeps its lane until the sweep reclaims its item (it may still renew or finish until
+  then, so the lane must not move to another item before); an expired lane whose holder no
+  longer runs under it is taken over;
 - the family's ownership epoch is checked by claim, renewal and completion;
 - every time is the database's (`db_now_ms()` inside the statement).
 
 `pending` is the one claimable state (`attempt > 0` means it is a retry), so the claim scan is
-one ordered range of the covering index. Terminal rows keep their last lease token, which is
-how a batch completion learns exactly which of its rows it finished.
+one ordered range of the covering index. Rows a holder finished keep its lease token, which is
+how a batch completion learns exactly which of its rows it finished; every other way out of
+`processing` (reclaim, release) clears the token, so a stale holder's retry or dead outcome is
+never mistaken for written.
 """
 
 from __future__ import annotations
@@ -26,7 +31,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, literal_column, or_, select, update
+from sqlalchemy import (
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -144,6 +160,7 @@ class WorkStore:
         self.t = tables
         self.owner = owner
         self.lease_ms = lease_ms
+        self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
 
     # ------------------------------------------------------------------ enqueue
     async def ensure_queue(
@@ -240,6 +257,9 @@ class WorkStore:
             .where(
                 self.t.queues.c.family == bindparam("f"),
                 self.t.queues.c.queue_class == bindparam("q"),
+                # at most once a second: the queue row is also the claim turn (`claim`), and
+                # an enqueue that writes it holds it until its caller commits
+                self.t.queues.c.last_enqueued_at < now - 1000,
             )
             .values(last_enqueued_at=now),
             [{"f": f, "q": q} for f, q in sorted(queues)],
@@ -317,32 +337,62 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
-    def _due(self, family: str, queue_class: str, *columns: Any) -> Any:
-        """Claimable items of one queue, oldest first: pending, due, and lane heads only."""
-        items, lanes = self.t.items, self.t.source_lanes
+    def _claimable(self, family: str, queue_class: str, now: Any, *columns: Any) -> Select[Any]:
+        """Pending items of one queue that may run now: lane heads only, and not behind a
+        target lane that is held (an expired lane is left to the claim's CAS), so a burst to
+        one target does not hide the items queued behind it."""
+        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
         return (
             select(*columns)
             .select_from(
                 items.outerjoin(
                     lanes,
                     and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
+                ).outerjoin(
+                    targets,
+                    and_(
+                        targets.c.family == items.c.family,
+                        targets.c.target_key == items.c.target_key,
+                    ),
                 )
             )
             .where(
                 items.c.family == family,
                 items.c.queue_class == queue_class,
                 items.c.state == PENDING,
-                items.c.run_after <= db_now_ms(),
+                items.c.run_after <= now,
                 or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+                or_(
+                    items.c.target_key.is_(None),
+                    targets.c.holder_id.is_(None),
+                    targets.c.lease_until < now,
+                ),
             )
-            .order_by(items.c.run_after, items.c.id)
         )
 
-    async def claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
-        """Whether the queue has a claimable item now: a read, so an idle poller needs no
-        write transaction (on SQLite the write lock is the scarce thing)."""
-        found = await conn.execute(self._due(family, queue_class, self.t.items.c.id).limit(1))
-        return found.first() is not None
+    async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
+        """Would a claim find anything? A read (no write lock, no claim turn), for pollers
+        that found their queue empty last time."""
+        peek = self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
+        return (await conn.execute(peek)).first() is not None
+
+    async def _take_claim_turn(self, conn: AsyncConnection, family: str, queue_class: str) -> None:
+        """Claimers of one queue take turns (a row lock on the queue row until commit), so
+        the next one reads its candidates after the last one's claims are committed instead
+        of reading the same ones, waiting on their row locks and winning nothing. The CAS
+        still decides who wins; the turn only saves the wasted work. SQLite needs none: its
+        write transactions already run one at a time. Taken after any outcome writes in the
+        same transaction (lane rows first, then the turn, as `enqueue` does: no deadlock)."""
+        if conn.dialect.name == "sqlite":
+            return
+        q = self.t.queues
+        started = time.perf_counter()
+        await conn.execute(
+            select(q.c.weight)
+            .where(q.c.family == family, q.c.queue_class == queue_class)
+            .with_for_update()
+        )
+        self.turn_wait_ms = (time.perf_counter() - started) * 1000
 
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
@@ -352,29 +402,37 @@ class WorkStore:
         fresh token; the winners are the rows carrying it."""
         items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
-        candidates = {
-            row[0]: row
-            for row in await conn.execute(
-                self._due(
-                    family,
-                    queue_class,
-                    items.c.id,
-                    items.c.target_key,
-                    items.c.queue_class,
-                    items.c.attempt,
-                    items.c.max_attempts,
-                    items.c.payload,
-                    items.c.lane_key,
-                    items.c.lane_seq,
-                ).limit(limit)
-            )
-        }
+        await self._take_claim_turn(conn, family, queue_class)
+        read = self._claimable(
+            family,
+            queue_class,
+            now,
+            items.c.id,
+            items.c.target_key,
+            items.c.queue_class,
+            items.c.attempt,
+            items.c.max_attempts,
+            items.c.payload,
+            items.c.lane_key,
+            items.c.lane_seq,
+        )
+        rows = (await conn.execute(read.order_by(items.c.run_after, items.c.id).limit(limit))).all()
+        candidates = {row[0]: row for row in rows}
         if not candidates:
             return []
         token = new_token()
         ids: list[str] = []
         held: list[str] = []
         taken: set[str] = set()
+        holder_runs = (  # the lane's holder still runs under it (expired or not)
+            select(items.c.id)
+            .where(
+                items.c.id == targets.c.holder_id,
+                items.c.lease_token == targets.c.holder_token,
+                items.c.state == PROCESSING,
+            )
+            .exists()
+        )
         for item_id, row in candidates.items():
             target_key = row[1]
             if target_key is None:
@@ -388,7 +446,10 @@ class WorkStore:
                 .where(
                     targets.c.family == family,
                     targets.c.target_key == target_key,
-                    or_(targets.c.holder_id.is_(None), targets.c.lease_until < now),
+                    or_(
+                        targets.c.holder_id.is_(None),
+                        and_(targets.c.lease_until < now, ~holder_runs),
+                    ),
                 )
                 .values(holder_id=item_id, holder_token=token, lease_until=now + self.lease_ms)
             )
@@ -538,8 +599,9 @@ class WorkStore:
             )
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
-        held = [c.id for c, _ in finished if c.target_key]  # no target lane, nothing to free
-        await self._free_target_lanes(conn, family, token, held)
+        await self._free_target_lanes(
+            conn, family, token, [c.id for c, _ in finished if c.target_key]
+        )
         await self._move_lanes(
             conn,
             family,
@@ -665,12 +727,14 @@ class WorkStore:
                     "failure_class": LEASE_EXPIRED,
                     "last_error": "the lease expired on the last attempt",
                     "finished_at": now,
+                    "lease_token": None,  # no holder finished it (see `finish`)
                     "lease_until": None,
                 }
                 if exhausted
                 else {
                     "state": PENDING,
                     "run_after": now,
+                    "lease_token": None,
                     "lease_owner": None,
                     "lease_until": None,
                     "reclaims": items.c.reclaims + 1,
@@ -706,7 +770,13 @@ class WorkStore:
         await conn.execute(
             update(items)
             .where(self._held(ids, token))
-            .values(state=PENDING, run_after=db_now_ms(), lease_owner=None, lease_until=None)
+            .values(
+                state=PENDING,
+                run_after=db_now_ms(),
+                lease_token=None,
+                lease_owner=None,
+                lease_until=None,
+            )
         )
         await self._free_target_lanes(conn, family, token, ids)
 
