@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -108,7 +109,13 @@ def wait_ok(url: str, timeout: float = 30) -> None:
 # ---------------------------------------------------------------- open-loop generator
 
 
-async def generate(url: str, rate: float, seconds: float) -> dict[str, float]:
+async def generate(
+    url: str,
+    rate: float,
+    seconds: float,
+    body_for: Callable[[int, int], bytes] | None = None,
+) -> dict[str, float]:
+    """`body_for(n, scheduled_epoch_ms)` gives request n its own body (default: BODY)."""
     import aiohttp
 
     from nexus.integration.routes import parse_route_file
@@ -122,6 +129,7 @@ async def generate(url: str, rate: float, seconds: float) -> dict[str, float]:
     async with aiohttp.ClientSession(connector=connector) as session:
         loop = asyncio.get_running_loop()
         start = loop.time() + 0.2
+        epoch_ms = time.time() * 1000 - loop.time() * 1000  # loop clock -> wall clock
         run_id = f"{os.getpid()}-{int(time.time())}"
 
         async def one(n: int) -> None:
@@ -129,11 +137,12 @@ async def generate(url: str, rate: float, seconds: float) -> dict[str, float]:
             delay = scheduled - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            body = BODY if body_for is None else body_for(n, round(epoch_ms + scheduled * 1000))
             headers = signed_headers(
-                route, SECRET, body=BODY, url=url, delivery_id=f"gen-{run_id}-{n}"
+                route, SECRET, body=body, url=url, delivery_id=f"gen-{run_id}-{n}"
             )
             try:
-                async with session.post(url, data=BODY, headers=headers) as reply:
+                async with session.post(url, data=body, headers=headers) as reply:
                     await reply.read()
                     status = reply.status
             except aiohttp.ClientError:
