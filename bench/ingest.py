@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -115,11 +116,11 @@ def signer() -> tuple[object, bytes]:
     return scheme, scheme.derive_key(SECRET)  # type: ignore[attr-defined]
 
 
-def request_bytes(path: str, host: str, headers: dict[str, str]) -> bytes:
+def request_bytes(path: str, host: str, headers: dict[str, str], body: bytes = BODY) -> bytes:
     lines = [f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
-    lines.append(f"Content-Length: {len(BODY)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + BODY
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 class _Client(asyncio.Protocol):
@@ -162,8 +163,18 @@ class _OpenLoop:
     """Requests at exact scheduled times; latency from the scheduled time (no coordinated
     omission): a request that finds no idle connection waits in a queue and the wait counts."""
 
-    def __init__(self, url: str, rate: float, seconds: float, max_conns: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        rate: float,
+        seconds: float,
+        max_conns: int,
+        body_for: Callable[[int, int], bytes] | None = None,
+    ) -> None:
         from urllib.parse import urlsplit
+
+        self.body_for = body_for
+        self.epoch_offset = time.time() - time.perf_counter()  # scheduled -> epoch seconds
 
         parts = urlsplit(url)
         self.host, self.port, self.path = parts.hostname or "", parts.port or 80, parts.path
@@ -178,20 +189,23 @@ class _OpenLoop:
         self.finished = self.loop.create_future()
         self.run_id = f"{os.getpid()}-{int(time.time())}"
 
-    def build(self, n: int) -> bytes:
+    def build(self, n: int, scheduled: float) -> bytes:
+        body = BODY
+        if self.body_for is not None:
+            body = self.body_for(n, round((self.epoch_offset + scheduled) * 1000))
         headers = self.scheme.headers_for(  # type: ignore[attr-defined]
             self.key,
-            body=BODY,
+            body=body,
             method="POST",
             url=self.url,
             now=time.time(),
             delivery_id=f"gen-{self.run_id}-{n}",
         )
-        return request_bytes(self.path, f"{self.host}:{self.port}", headers)
+        return request_bytes(self.path, f"{self.host}:{self.port}", headers, body)
 
     def dispatch(self, scheduled: float, n: int) -> None:
         if self.idle:
-            self.idle.pop().send(scheduled, self.build(n))
+            self.idle.pop().send(scheduled, self.build(n, scheduled))
             return
         self.queue.append((scheduled, n))
         if self.conns < self.max_conns:
@@ -212,7 +226,7 @@ class _OpenLoop:
     def ready(self, client: _Client) -> None:
         if self.queue:
             scheduled, n = self.queue.popleft()
-            client.send(scheduled, self.build(n))
+            client.send(scheduled, self.build(n, scheduled))
         else:
             self.idle.append(client)
 
@@ -246,8 +260,14 @@ class _OpenLoop:
         return time.perf_counter() - start
 
 
-async def generate(url: str, rate: float, seconds: float) -> dict[str, object]:
-    gen = _OpenLoop(url, rate, seconds, max_conns=512)
+async def generate(
+    url: str,
+    rate: float,
+    seconds: float,
+    body_for: Callable[[int, int], bytes] | None = None,
+) -> dict[str, object]:
+    """`body_for(n, scheduled_epoch_ms)` gives request n its own body (default: BODY)."""
+    gen = _OpenLoop(url, rate, seconds, max_conns=512, body_for=body_for)
     cpu = time.process_time()
     elapsed = await gen.run()
     cpu = time.process_time() - cpu
