@@ -7,16 +7,19 @@
 One real `nexus serve --role=integration --loops=none` process (log level warning, so the
 per-request access log does not dominate). Load comes from other processes:
 
-* fixed rates: this script re-run as an open-loop generator (`--generate`, aiohttp): requests
-  are scheduled at exact intervals and latency is measured from the scheduled time, so a
-  stall is not hidden (no coordinated omission). Each request is a Standard Webhooks
-  delivery (HMAC-SHA256 signed per request, unique `webhook-id`).
-* max rate: `wrk` (closed loop, `--conns` connections, 1 thread) with a Lua script that sends
-  a `shared_secret` route's delivery with a unique delivery id per request (signing HMAC in
-  Lua is impractical; the server still checks the secret in constant time).
+* fixed rates: this script re-run as an open-loop generator (`--generate`: plain asyncio
+  protocols on keep-alive connections, opened as needed up to 512, so the generator itself
+  needs little CPU): requests are scheduled at exact intervals and latency is measured from
+  the scheduled time, so a stall is not hidden (no coordinated omission). Each request is a
+  Standard Webhooks delivery, HMAC-SHA256 signed when it is sent (the product's own signing
+  code), with a unique `webhook-id`.
+* max rate: `wrk` (closed loop, `--conns` connections, 1 thread) with a Lua script that
+  sends the same route's deliveries, each with the next of a file of pre-signed unique ids
+  (HMAC in wrk's Lua is impractical; the server verifies every signature as usual).
 
-Afterwards the receipts in the database are counted and must equal the 2xx answers.
-Prints one JSON document.
+Every phase also records the 1-minute load average before and after (other work may share
+the machine) and the server process's CPU time per receipt. Afterwards the receipts in the
+database are counted and must equal the 2xx answers. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import collections
 import json
 import os
 import platform
@@ -41,7 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 ORG = "00D000000000001AAA"
 SECRET = "whsec_" + base64.b64encode(b"bench-ingest-key-0123456789abcdef").decode()
-SHARED = "bench-shared-secret-0123456789"
 ROUTES = {
     "org_id": ORG,
     "routes": [
@@ -52,18 +55,6 @@ ROUTES = {
             "secrets": ["bench-signed"],
             "event_kind": {"pointer": "/type"},
         },
-        {
-            "connector": "bench",
-            "route": "shared",
-            "signature": {
-                "scheme": "shared_secret",
-                "header": "authorization",
-                "prefix": "Bearer ",
-                "delivery_id_header": "x-delivery-id",
-            },
-            "secrets": ["bench-shared"],
-            "event_kind": {"header": "x-event"},
-        },
     ],
 }
 BODY = json.dumps(
@@ -71,18 +62,26 @@ BODY = json.dumps(
 ).encode()
 UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 WRK_LUA = """
-local counter = 0
-local tid = 0
-function setup(thread) tid = tid + 1; thread:set("tid", tid) end
-function init(args) prefix = "wrk-" .. tid .. "-" .. os.time() .. "-" end
+-- Each request: the next pre-signed Standard Webhooks delivery (unique webhook-id); wraps
+-- around only if the run outlasts the file (then the server counts duplicates).
+local body = '%s'
+local signed = {}
+local next_one = 1
+function init(args)
+  for line in io.lines("%s") do
+    local id, stamp, sig = line:match("([^\t]+)\t([^\t]+)\t([^\t]+)")
+    signed[#signed + 1] = {id, stamp, sig}
+  end
+end
 function request()
-  counter = counter + 1
+  local s = signed[next_one]
+  next_one = next_one %% #signed + 1
   local headers = {}
   headers["Content-Type"] = "application/json"
-  headers["Authorization"] = "Bearer %s"
-  headers["X-Delivery-Id"] = prefix .. counter
-  headers["X-Event"] = "contact.updated"
-  return wrk.format("POST", "/hooks/bench/shared", headers, '%s')
+  headers["webhook-id"] = s[1]
+  headers["webhook-timestamp"] = s[2]
+  headers["webhook-signature"] = s[3]
+  return wrk.format("POST", "/hooks/bench/signed", headers, body)
 end
 """
 
@@ -108,57 +107,188 @@ def wait_ok(url: str, timeout: float = 30) -> None:
 # ---------------------------------------------------------------- open-loop generator
 
 
-async def generate(url: str, rate: float, seconds: float) -> dict[str, float]:
-    import aiohttp
-
+def signer() -> tuple[object, bytes]:
+    """The bench route's scheme and key, through the product's own signing code."""
     from nexus.integration.routes import parse_route_file
-    from nexus.integration.sender import signed_headers
 
-    route = parse_route_file(ROUTES).routes[0]
-    total = int(rate * seconds)
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    connector = aiohttp.TCPConnector(limit=512)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + 0.2
-        run_id = f"{os.getpid()}-{int(time.time())}"
+    scheme = parse_route_file(ROUTES).routes[0].scheme
+    return scheme, scheme.derive_key(SECRET)  # type: ignore[attr-defined]
 
-        async def one(n: int) -> None:
-            scheduled = start + n / rate
-            delay = scheduled - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            headers = signed_headers(
-                route, SECRET, body=BODY, url=url, delivery_id=f"gen-{run_id}-{n}"
+
+def request_bytes(path: str, host: str, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"Content-Length: {len(BODY)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + BODY
+
+
+class _Client(asyncio.Protocol):
+    """One keep-alive connection, one request in flight, just enough HTTP/1.1 to read a reply."""
+
+    def __init__(self, gen: _OpenLoop) -> None:
+        self.gen = gen
+        self.buf = bytearray()
+        self.scheduled = 0.0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.gen.ready(self)
+
+    def send(self, scheduled: float, data: bytes) -> None:
+        self.scheduled = scheduled
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = bytes(self.buf[:end]).lower()
+        at = head.find(b"content-length:")
+        length = int(head[at + 15 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        status = int(head[9:12])
+        del self.buf[: end + 4 + length]
+        self.gen.answered(self, status)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gen.lost(self)
+
+
+class _OpenLoop:
+    """Requests at exact scheduled times; latency from the scheduled time (no coordinated
+    omission): a request that finds no idle connection waits in a queue and the wait counts."""
+
+    def __init__(self, url: str, rate: float, seconds: float, max_conns: int) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.host, self.port, self.path = parts.hostname or "", parts.port or 80, parts.path
+        self.url, self.rate, self.total, self.max_conns = url, rate, int(rate * seconds), max_conns
+        self.scheme, self.key = signer()
+        self.loop = asyncio.get_running_loop()
+        self.idle: list[_Client] = []
+        self.queue: collections.deque[tuple[float, int]] = collections.deque()
+        self.conns = 0
+        self.latencies: list[float] = []
+        self.statuses: collections.Counter[int] = collections.Counter()
+        self.finished = self.loop.create_future()
+        self.run_id = f"{os.getpid()}-{int(time.time())}"
+
+    def build(self, n: int) -> bytes:
+        headers = self.scheme.headers_for(  # type: ignore[attr-defined]
+            self.key,
+            body=BODY,
+            method="POST",
+            url=self.url,
+            now=time.time(),
+            delivery_id=f"gen-{self.run_id}-{n}",
+        )
+        return request_bytes(self.path, f"{self.host}:{self.port}", headers)
+
+    def dispatch(self, scheduled: float, n: int) -> None:
+        if self.idle:
+            self.idle.pop().send(scheduled, self.build(n))
+            return
+        self.queue.append((scheduled, n))
+        if self.conns < self.max_conns:
+            self.conns += 1
+            opening = self.loop.create_task(
+                self.loop.create_connection(lambda: _Client(self), self.host, self.port)
             )
-            try:
-                async with session.post(url, data=BODY, headers=headers) as reply:
-                    await reply.read()
-                    status = reply.status
-            except aiohttp.ClientError:
-                status = 0
-            latencies.append((loop.time() - scheduled) * 1000)
-            statuses[status] = statuses.get(status, 0) + 1
+            opening.add_done_callback(self.opened)
 
-        began = loop.time()
-        await asyncio.gather(*(one(n) for n in range(total)))
-        elapsed = loop.time() - began
-    latencies.sort()
-    ok = sum(v for k, v in statuses.items() if 200 <= k < 300)
+    def opened(self, opening: asyncio.Task[object]) -> None:
+        if opening.cancelled() or opening.exception() is None:
+            return
+        self.conns -= 1  # could not connect: the request it was opened for fails
+        if self.queue:
+            scheduled, _ = self.queue.popleft()
+            self.record(scheduled, 0)
+
+    def ready(self, client: _Client) -> None:
+        if self.queue:
+            scheduled, n = self.queue.popleft()
+            client.send(scheduled, self.build(n))
+        else:
+            self.idle.append(client)
+
+    def answered(self, client: _Client, status: int) -> None:
+        self.record(client.scheduled, status)
+        self.ready(client)
+
+    def record(self, scheduled: float, status: int) -> None:
+        self.latencies.append((time.perf_counter() - scheduled) * 1000)
+        self.statuses[status] += 1
+        if len(self.latencies) == self.total and not self.finished.done():
+            self.finished.set_result(None)
+
+    def lost(self, client: _Client) -> None:
+        if client in self.idle:
+            self.idle.remove(client)
+        else:  # closed with a request in flight: it failed
+            self.record(client.scheduled, 0)
+        self.conns -= 1
+
+    async def run(self) -> float:
+        # perf_counter, not loop.time(): uvloop's clock has millisecond resolution
+        start = time.perf_counter() + 0.05
+        for n in range(self.total):
+            scheduled = start + n / self.rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0.0005:
+                await asyncio.sleep(delay)
+            self.dispatch(scheduled, n)
+        await asyncio.wait_for(self.finished, timeout=60)
+        return time.perf_counter() - start
+
+
+async def generate(url: str, rate: float, seconds: float) -> dict[str, object]:
+    gen = _OpenLoop(url, rate, seconds, max_conns=512)
+    cpu = time.process_time()
+    elapsed = await gen.run()
+    cpu = time.process_time() - cpu
+    latencies = sorted(gen.latencies)
+    ok = sum(v for k, v in gen.statuses.items() if 200 <= k < 300)
     return {
         "offered_per_s": rate,
-        "sent": total,
+        "sent": gen.total,
         "ok": ok,
-        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "statuses": {str(k): v for k, v in sorted(gen.statuses.items())},
         "receipts_per_s": round(ok / elapsed, 1),
         "p50_ms": round(latencies[len(latencies) // 2], 2),
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1], 2),
         "max_ms": round(latencies[-1], 2),
+        "connections": gen.conns,
+        "generator_cpu_s": round(cpu, 2),
     }
 
 
 # ---------------------------------------------------------------- wrk (max rate)
+
+
+def presigned(path: Path, count: int) -> None:
+    """`count` Standard Webhooks signatures (id, timestamp, signature per line) for wrk's Lua:
+    HMAC in Lua is impractical, so the signing is done here, before the run."""
+    scheme, key = signer()
+    run_id = f"{os.getpid()}-{int(time.time())}"
+    with path.open("w") as out:
+        for n in range(count):
+            headers = scheme.headers_for(  # type: ignore[attr-defined]
+                key,
+                body=BODY,
+                method="POST",
+                url="",
+                now=time.time(),
+                delivery_id=f"wrk-{run_id}-{n}",
+            )
+            out.write(
+                f"{headers['webhook-id']}\t{headers['webhook-timestamp']}\t"
+                f"{headers['webhook-signature']}\n"
+            )
 
 
 def wrk(url: str, seconds: int, conns: int, script: Path) -> dict[str, float]:
@@ -211,6 +341,31 @@ def server_quantiles(before: dict[float, float], after: dict[float, float]) -> d
     return out
 
 
+# ---------------------------------------------------------------- machine notes
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+class Phase:
+    """Load average and the server's CPU time over one phase: other work shares this
+    machine, and CPU per receipt is the number that does not depend on it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu = cpu_seconds(pid)
+        self.load = os.getloadavg()[0]
+
+    def end(self, receipts: int) -> dict[str, float]:
+        cpu = cpu_seconds(self.pid) - self.cpu
+        return {
+            "load_1m_before_after": [round(self.load, 2), round(os.getloadavg()[0], 2)],
+            "server_cpu_us_per_receipt": round(cpu / max(receipts, 1) * 1e6, 1),
+        }
+
+
 # ---------------------------------------------------------------- orchestration
 
 
@@ -236,7 +391,6 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
 
     var = work / "var"
     write_webhook_secret(var, "bench-signed", SECRET)
-    write_webhook_secret(var, "bench-shared", SHARED)
     (work / "routes.yaml").write_text(yaml.safe_dump(ROUTES))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
@@ -276,7 +430,7 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
         )
         ok_total += 100
         for rate in args.rates:
-            before = server_buckets(base)
+            before, machine = server_buckets(base), Phase(server.pid)
             done = subprocess.run(
                 [sys.executable, __file__, "--generate", url, str(rate), str(args.seconds)],
                 check=True,
@@ -285,14 +439,17 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
             )
             row = json.loads(done.stdout) | server_quantiles(before, server_buckets(base))
             ok_total += int(row["ok"])
-            results[f"rate_{rate}"] = row
-        script = work / "shared.lua"
-        script.write_text(WRK_LUA % (SHARED, BODY.decode()))
-        before = server_buckets(base)
-        row = wrk(f"{base}/hooks/bench/shared", args.seconds, args.conns, script)
+            results[f"rate_{rate}"] = row | machine.end(int(row["ok"]))
+        signatures = work / "signed.tsv"
+        presigned(signatures, args.seconds * 8000)
+        script = work / "signed.lua"
+        script.write_text(WRK_LUA % (BODY.decode(), signatures))
+        before, machine = server_buckets(base), Phase(server.pid)
+        row = wrk(url, args.seconds, args.conns, script)
         row |= server_quantiles(before, server_buckets(base))
-        ok_total += int(row["requests"]) - int(row["non_2xx"])
-        results["max_wrk"] = row
+        acked = int(row["requests"]) - int(row["non_2xx"])
+        ok_total += acked
+        results["max_wrk"] = row | machine.end(acked)
         metrics = httpx.get(f"{base}/metrics", timeout=5).text
         batches = re.search(
             r'nexus_ingress_batches_total\{outcome="committed"\} ([\d.e+]+)', metrics
@@ -313,7 +470,9 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--generate":
         url, rate, seconds = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-        print(json.dumps(asyncio.run(generate(url, rate, seconds))))
+        import uvloop
+
+        print(json.dumps(uvloop.run(generate(url, rate, seconds))))
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")

@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import uvloop
 from sqlalchemy import MetaData, func, select
 
 from nexus.platform.db import create_engine, reading
@@ -85,12 +86,19 @@ async def work(url: str, ready: Path, go: Path) -> None:
     ready.touch()  # noqa: ASYNC240 - start-up handshake with the parent, before the clock
     while not go.exists():  # noqa: ASYNC110, ASYNC240 - a file from another process
         await asyncio.sleep(0.005)
+    cpu_at_go = time.process_time()
     task = asyncio.create_task(worker.run())
     while not (go.parent / "stop").exists():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     worker.stop()
     await task
-    stats = {"pid": os.getpid(), "succeeded": worker.stats.succeeded, "lost": worker.stats.lost}
+    stats = {
+        "pid": os.getpid(),
+        "succeeded": worker.stats.succeeded,
+        "lost": worker.stats.lost,
+        "claims": worker.stats.claims,
+        "cpu_s": time.process_time() - cpu_at_go,
+    }
     print(json.dumps(stats))
     await engine.dispose()
 
@@ -110,7 +118,22 @@ async def remaining(url: str) -> dict[str, int]:
     return counts
 
 
-def run(url: str, items: int, procs: int, lanes: bool) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), e.g. the database server."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def busy_cores() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far (/proc/stat), to tell how much of
+    a window went to other programs."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -> dict[str, Any]:
     asyncio.run(seed(url, items, lanes))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-wq-"))
     go = folder / "go"
@@ -129,25 +152,35 @@ def run(url: str, items: int, procs: int, lanes: bool) -> dict[str, Any]:
         )
     while not all(r.exists() for r, _ in workers):
         time.sleep(0.01)
+    load_before = os.getloadavg()[0]
+    db_cpu = cpu_seconds(server_pid) if server_pid else 0.0
+    machine = busy_cores()
     started = time.perf_counter()
     go.touch()
 
     async def watch() -> float:
         engine = create_engine(url, application_name="bench-watch")
         table = work_tables(MetaData(), PREFIX).items
+        unfinished = (  # one index probe: counting 100,000 rows every 20 ms cost a core
+            select(table.c.id)
+            .where(
+                table.c.family == FAMILY,
+                table.c.queue_class == "default",
+                table.c.state.in_(["pending", "processing"]),
+            )
+            .limit(1)
+        )
         while True:
             async with reading(engine) as conn:
-                left = (
-                    await conn.execute(
-                        select(func.count()).where(table.c.state.in_(["pending", "processing"]))
-                    )
-                ).scalar_one()
-            if left == 0:
+                left = (await conn.execute(unfinished)).first()
+            if left is None:
                 await engine.dispose()
                 return time.perf_counter() - started
             await asyncio.sleep(0.02)
 
     elapsed = asyncio.run(watch())
+    busy, total = (a - b for a, b in zip(busy_cores(), machine, strict=True))
+    db_cpu = cpu_seconds(server_pid) - db_cpu if server_pid else 0.0
     (folder / "stop").touch()
     reports = [
         json.loads(p.communicate(timeout=60)[0].strip().splitlines()[-1]) for _, p in workers
@@ -164,6 +197,15 @@ def run(url: str, items: int, procs: int, lanes: bool) -> dict[str, Any]:
         "seconds": round(elapsed, 2),
         "items_per_s": round(items / elapsed),
         "per_process": [r["succeeded"] for r in reports],
+        "lost": sum(r["lost"] for r in reports),
+        "items_per_claim": round(items / max(1, sum(r["claims"] for r in reports))),
+        # CPU per 1,000 items: the workers' own, the database server's (MariaDB; SQLite runs
+        # inside the workers), and the machine's busy cores during the window (2.0 = full;
+        # what the workers and the server did not use went to other programs)
+        "worker_cpu_ms_per_1k": round(sum(r["cpu_s"] for r in reports) * 1e6 / items, 1),
+        "db_cpu_ms_per_1k": round(db_cpu * 1e6 / items, 1),
+        "machine_busy_cores": round(busy / total * (os.cpu_count() or 1), 2),
+        "load_1min_before": round(load_before, 2),
     }
 
 
@@ -183,7 +225,8 @@ def main() -> None:
     configure_logging(role="bench", level="warning", fmt="json")
     if args.worker:
         url, ready, go = args.worker
-        asyncio.run(work(url, Path(ready), Path(go)))
+        # uvloop, as the roles that run workers have it (`nexus serve`: uvicorn, loop="auto")
+        uvloop.run(work(url, Path(ready), Path(go)))
         return
     out: dict[str, Any] = {
         "machine": f"{os.uname().nodename} {os.cpu_count()} cpu, {sys.version.split()[0]}",
@@ -203,7 +246,8 @@ def main() -> None:
         url = server.create_database("bench_work")
     try:
         for procs in args.procs:
-            out["runs"].append(run(url, args.items, procs, args.lanes))
+            pid = server.process.pid if server is not None else None
+            out["runs"].append(run(url, args.items, procs, args.lanes, pid))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:
         if server is not None:

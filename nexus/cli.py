@@ -128,6 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
+    from nexus.platform.serving import server_config
 
     role, app_name = _role_and_app(args.role, args.app)
     if args.loops is not None and role is not Role.INTEGRATION:
@@ -140,16 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
     app = build_app(settings, role, app_name, loops=args.loops or "all")
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]  # an ASGI application built above
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds),
-        loop="auto",
-        http="auto",
-    )
+    config = server_config(app, timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds))
     server = uvicorn.Server(config)
     get_logger("nexus.serve").info(
         "role.starting", version=__version__, app=app_name, host=host, port=port
@@ -774,12 +766,16 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
     settings = load_settings()
     configure_logging(role="integration-admin", level="warning", fmt=settings.log.log_format)
     route_file = _read_route_file(args.file)
-    try:
-        org_id = route_org(route_file, settings.integration.integration_org_id)
-    except OrgNotConfigured as exc:
-        raise CliError(str(exc), EXIT_FAILURE) from None
 
     async def run() -> list[Any]:
+        configured = route_file.org_id or settings.integration.integration_org_id
+        if configured is None:  # the deployment's org (phase one runs one)
+            async with _service_engine(settings, LogicalService.RUNTIME, "nexus-org") as rt:
+                configured = await _first_org_id(rt)
+        try:
+            org_id = route_org(route_file, configured)
+        except OrgNotConfigured as exc:
+            raise CliError(str(exc), EXIT_FAILURE) from None
         async with _service_engine(
             settings, LogicalService.INTEGRATION, "nexus-integration-admin"
         ) as engine:
@@ -787,6 +783,8 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
 
     try:
         applied = asyncio.run(run())
+    except CliError:
+        raise
     except Exception as exc:  # noqa: BLE001  (one line, never the URL)
         raise CliError(
             f"apply failed ({type(exc).__name__}: {_safe(exc)}); run `nexus migrate` first?",

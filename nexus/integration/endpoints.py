@@ -1,10 +1,10 @@
 """The webhook ingress endpoint: parse the request, call the ingress use case, answer.
 
-`POST /hooks/{connector}/{route}` is served by a small ASGI handler ahead of FastAPI's router
-(`HooksEndpoint`): at thousands of deliveries per second, FastAPI's route matching and
-dependency solving cost more CPU than the ingress itself (bench/RESULTS.md). It still runs
-inside the shared `RequestContextMiddleware` (request id, access log, HTTP metrics) and
-answers errors with the one error envelope.
+`POST /hooks/{connector}/{route}` is served by a small ASGI handler ahead of FastAPI's
+middleware stack and router (`RoleApp.serve_ahead`): at thousands of deliveries per second,
+FastAPI's route matching and dependency solving cost more CPU than the ingress itself
+(bench/RESULTS.md). It runs inside its own `RequestContextMiddleware` (request id, access
+log, HTTP metrics) and answers errors with the one error envelope.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import NexusError
 from nexus.integration.service import Delivery
@@ -27,18 +27,14 @@ _JSON = [(b"content-type", b"application/json")]
 
 
 class HooksEndpoint:
-    """ASGI middleware: `/hooks/...` is handled here, everything else goes to `app`."""
+    """The ASGI handler of `/hooks/...`, wrapped in the shared request context."""
 
-    def __init__(self, app: ASGIApp, *, role: str) -> None:
-        self.app = app
-        self.hooks = RequestContextMiddleware(self._hooks, role=role)
+    def __init__(self, *, role: str) -> None:
+        self.handle = RequestContextMiddleware(self._hooks, role=role)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(HOOKS_PREFIX):
-            scope["nexus.route_label"] = ROUTE_LABEL
-            await self.hooks(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+        scope["nexus.route_label"] = ROUTE_LABEL
+        await self.handle(scope, receive, send)
 
     async def _hooks(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = scope.get("state", {}).get("request_id")

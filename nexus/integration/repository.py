@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy import Connection, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.integration import models as m
 from nexus.integration.routes import ActiveRoute, RouteDeclaration
@@ -169,32 +170,89 @@ class Stored:
     duplicate: bool
 
 
-def _insert_statement(dialect: str) -> Any:
+#: Rows per multi-row INSERT: x 21 parameters stays under SQLite's 32,766 limit.
+ROWS_PER_STATEMENT = 1000
+#: Body bytes per multi-row INSERT: hex-encoded for MySQL (8 MiB) under its 16 MiB packet.
+BODY_BYTES_PER_STATEMENT = 4 * 1024 * 1024
+
+
+def _insert(conn: Connection, params: list[dict[str, Any]]) -> int:
+    """INSERT-or-ignore `params` as multi-row statements; returns how many were inserted.
+
+    Not `executemany`: on SQLite it steps the statement once per row, giving up and retaking
+    the GIL each time (a wait, in a busy process), and PyMySQL only folds an executemany
+    into one multi-row INSERT when every value is a bare placeholder (ours carry the
+    database clock and `UNHEX()`), so MariaDB got one round trip per row.
+    """
+    template = _row_template(conn.dialect, tuple(params[0]))
+    inserted = 0
+    for chunk in _chunks(params):
+        sql = f"{template.head} VALUES {', '.join([template.group] * len(chunk))}"
+        flat = tuple(
+            process(row[key]) if process else row[key]
+            for row in chunk
+            for key, process in template.order
+        )
+        inserted += int(conn.exec_driver_sql(sql, flat).rowcount)
+    return inserted
+
+
+def _chunks(params: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    chunks: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for row in params:
+        body = len(row["body_snapshot"] or b"")
+        full = len(chunks[-1]) >= ROWS_PER_STATEMENT or size + body > BODY_BYTES_PER_STATEMENT
+        if chunks[-1] and full:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(row)
+        size += body
+    return chunks
+
+
+@dataclass(frozen=True)
+class _RowTemplate:
+    head: str  # INSERT ... (columns)
+    group: str  # one row's (placeholders and the database clock)
+    order: tuple[tuple[str, Any], ...]  # (parameter, its bind processor or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _row_template(dialect: Any, keys: tuple[str, ...]) -> _RowTemplate:
+    """The one-row INSERT as SQLAlchemy compiles it for `dialect`, cut for repetition."""
     t = m.ingress_receipt
-    now = db_now_ms()
-    # The database clock is part of the statement; every other column is a bound parameter.
-    return insert_ignore(t, dialect).values(
+    now = db_now_ms()  # the database clock is part of the statement
+    statement = insert_ignore(t, dialect.name).values(
         received_at_ms=now, last_delivery_at_ms=now, next_attempt_at_ms=now
     )
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+    if not compiled.positional:  # both drivers take positional parameters
+        raise RuntimeError(f"{dialect.name}: expected a positional paramstyle")
+    head, group = str(compiled).split(" VALUES ", 1)
+    order = tuple(
+        (key, t.c[key].type.dialect_impl(dialect).bind_processor(dialect))
+        for key in compiled.positiontup or ()
+    )
+    return _RowTemplate(head, group, order)
 
 
-async def store_receipts(conn: AsyncConnection, rows: Sequence[ReceiptRow]) -> list[Stored]:
+def store_receipts(conn: Connection, rows: Sequence[ReceiptRow]) -> list[Stored]:
     """Insert a batch in the caller's transaction; a known delivery resolves to its receipt.
 
-    Statements: one INSERT-or-ignore for the whole batch; only when it inserted fewer rows
-    than it was given, one SELECT to read the existing ids back and one UPDATE per duplicate
-    to count the redelivery. Within one batch the first row of a delivery wins.
+    Synchronous, so a writer can run a whole transaction on a driver thread in one hop (or
+    through `AsyncConnection.run_sync`). Statements: one INSERT-or-ignore for the whole
+    batch (`_insert`); only when it inserted fewer rows than it was given, one SELECT to read the
+    existing ids back and one UPDATE per duplicate to count the redelivery. Within one batch
+    the first row of a delivery wins.
     """
     t = m.ingress_receipt
-    dialect = conn.dialect.name
-    params = [row.values() for row in rows]
-    result = await conn.execute(_insert_statement(dialect), params)
-    inserted = result.rowcount
+    inserted = _insert(conn, [row.values() for row in rows])
     if inserted == len(rows):
         return [Stored(row.receipt_id, False) for row in rows]
     wanted = {row.provider_delivery_id for row in rows}
     orgs = {row.org_id for row in rows}
-    found = await conn.execute(
+    found = conn.execute(
         select(t.c.org_id, t.c.connector, t.c.provider_delivery_id, t.c.receipt_id).where(
             t.c.org_id.in_(orgs), t.c.provider_delivery_id.in_(wanted)
         )
@@ -212,7 +270,7 @@ async def store_receipts(conn: AsyncConnection, rows: Sequence[ReceiptRow]) -> l
             key = (row.org_id, receipt_id)
             redelivered[key] = redelivered.get(key, 0) + 1
     for (org_id, receipt_id), count in redelivered.items():
-        await conn.execute(
+        conn.execute(
             update(t)
             .where(t.c.org_id == org_id, t.c.receipt_id == receipt_id)
             .values(deliveries=t.c.deliveries + count, last_delivery_at_ms=db_now_ms())

@@ -17,7 +17,29 @@ A route file (`nexus integration apply-routes FILE.yaml`):
         source: {object_kind: {pointer: /object}, object_id: {pointer: /data/id}}
         target_lane: "contact:{/data/email}"
         command: {op: upsert, object: Contact, external_id_field: External_Id__c,
-                  fields: {LastName: /data/last_name, Email: /data/email}}
+                  fields: {External_Id__c: /data/id, LastName: /data/last_name,
+                           Email: /data/email}}
+
+How the receipt router maps a delivery (`mapping.py`, ADR 0018), with the route's CURRENT
+active version (a route that is no longer active fails the receipt):
+- The body is parsed as JSON whenever the route reads it (a command, a target lane, or a
+  pointer-based source); a body that is not JSON fails the receipt. A route with none of
+  these records the event without parsing (`parse_outcome` `no_command`, no work).
+- `command.fields` maps API names to JSON Pointers. A value keeps its JSON type (a number
+  stays a number, `true` stays a boolean, `null` clears the field); an absent pointer is
+  omitted (the record keeps its value); an object or a list fails the receipt.
+- The external id is the value `fields` maps to `external_id_field` and must be present: a
+  non-blank string (stripped) or an integer (sent as text), at most 255 characters, else the
+  receipt fails. It travels as `external_id` and, for upsert/update, also in `fields`.
+  `op: delete` maps only `external_id_field` and sends no fields.
+- `source` (object kind and id, each a pointer or a header; ingress keeps header values in
+  the receipt's correlation) keys the source lane `<kind>:<id>`: work on one source object
+  runs in delivery order. `target_lane` renders each `{pointer}` with the value there: at
+  most one command per target key is in flight. When either is declared, every pointer in it
+  must find text or a number, else the receipt fails. Keys longer than the columns are
+  shortened stably (prefix + hash).
+- Failures are stored on the receipt as `error`, naming the route's pointer or field, never
+  a payload value.
 """
 
 from __future__ import annotations
@@ -43,7 +65,7 @@ from nexus.platform.secrets import WEBHOOK_SECRET_REF
 _KEY = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _HEADER = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
 _API_NAME = r"^[A-Za-z][A-Za-z0-9_]{0,79}$"
-_TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
+TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
 MAX_BODY_LIMIT = 64 * 1024 * 1024
 
 Key = Annotated[str, Field(pattern=_KEY)]
@@ -142,10 +164,10 @@ class Command(_Model):
     def _shape(self) -> Command:
         if self.external_id_field is None:
             raise ValueError(f"op {self.op!r} needs external_id_field (the record key)")
-        if self.op == "delete" and self.fields:
-            raise ValueError("op 'delete' takes no fields")
-        if self.op != "delete" and self.external_id_field not in self.fields:
+        if self.external_id_field not in self.fields:
             raise ValueError("fields must map external_id_field")
+        if self.op == "delete" and len(self.fields) > 1:
+            raise ValueError("op 'delete' maps only external_id_field (where the key is)")
         return self
 
 
@@ -177,7 +199,7 @@ class RouteDeclaration(_Model):
     @classmethod
     def _template(cls, value: str | None) -> str | None:
         if value is not None:
-            for pointer in _TEMPLATE_FIELD.findall(value):
+            for pointer in TEMPLATE_FIELD.findall(value):
                 check_pointer(pointer)
         return value
 

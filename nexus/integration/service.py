@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -22,9 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.errors import NexusError, NotFound, ServiceUnavailable
 from nexus.integration.errors import SignatureRejected, WebhookTooLarge
 from nexus.integration.ingest import ReceiptWriter
+from nexus.integration.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
 from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
 from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
-from nexus.integration.signatures import WebhookRequest, verify
+from nexus.integration.signatures import AnyScheme, WebhookRequest, verify
 from nexus.platform.db import session_factory, unit_of_work
 from nexus.platform.files import write_private
 from nexus.platform.observability import get_logger
@@ -47,6 +49,15 @@ MAX_DELIVERY_ID = 191
 MAX_EVENT_KIND = 128
 
 
+def new_receipt_id() -> str:
+    """32 hex characters: milliseconds since the epoch (12), then 80 random bits (20).
+
+    Time-ordered, so new receipts append to the primary-key index (InnoDB clusters the
+    table on it) instead of landing on random pages; still unguessable.
+    """
+    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+
+
 @dataclass(frozen=True)
 class Delivery:
     """What the HTTP edge hands over: the raw request, body still unread."""
@@ -58,6 +69,15 @@ class Delivery:
     headers: Mapping[str, str]
     body: AsyncIterator[bytes]
     request_id: str | None
+
+
+@dataclass(frozen=True)
+class KnownRoute:
+    """An active route as the ingress uses it: its scheme parsed once, its secrets read."""
+
+    route: ActiveRoute
+    scheme: AnyScheme
+    secrets: list[str]
 
 
 class RouteCache:
@@ -73,18 +93,16 @@ class RouteCache:
         self.org_id = org_id
         self.var_dir = var_dir
         self.ttl = ttl
-        self._routes: dict[tuple[str, str], ActiveRoute] = {}
-        self._secrets: dict[tuple[str, str], list[str]] = {}
+        self._routes: dict[tuple[str, str], KnownRoute] = {}
         self._expires = 0.0
         self._lock = asyncio.Lock()
 
-    async def get(self, connector: str, route: str) -> tuple[ActiveRoute, list[str]] | None:
+    async def get(self, connector: str, route: str) -> KnownRoute | None:
         if time.monotonic() >= self._expires:
             async with self._lock:
                 if time.monotonic() >= self._expires:
                     await self._refresh()
-        found = self._routes.get((connector, route))
-        return None if found is None else (found, self._secrets[found.key])
+        return self._routes.get((connector, route))
 
     def invalidate(self) -> None:
         self._expires = 0.0
@@ -105,8 +123,12 @@ class RouteCache:
             if len(owners) > 1:  # fail closed: never guess the org of a delivery
                 log.error("ingress.route_org_ambiguous", connector=key[0], route=key[1])
                 routes.pop(key)
-        secrets = {key: await asyncio.to_thread(self._read, found) for key, found in routes.items()}
-        self._routes, self._secrets = routes, secrets
+        self._routes = {
+            key: KnownRoute(
+                found, found.declaration.scheme, await asyncio.to_thread(self._read, found)
+            )
+            for key, found in routes.items()
+        }
         self._expires = time.monotonic() + self.ttl
 
     def _read(self, found: ActiveRoute) -> list[str]:
@@ -144,12 +166,11 @@ class IngressService:
         """The ingress use case; raises a NexusError for every refusal."""
         label = delivery.connector
         try:
-            resolved = await self.routes.get(delivery.connector, delivery.route)
-            if resolved is None:
+            known = await self.routes.get(delivery.connector, delivery.route)
+            if known is None:
                 label = "unknown"
                 raise NotFound("no such webhook route")
-            route, secrets = resolved
-            stored = await self._receive(delivery, route, secrets)
+            stored = await self._receive(delivery, known)
         except NexusError as exc:
             reason = exc.code.lower() if not isinstance(exc, SignatureRejected) else exc.reason
             REJECTED.labels(label, reason).inc()
@@ -157,7 +178,8 @@ class IngressService:
         RECEIPTS.labels(label, "duplicate" if stored.duplicate else "accepted").inc()
         return stored
 
-    async def _receive(self, delivery: Delivery, route: ActiveRoute, secrets: list[str]) -> Stored:
+    async def _receive(self, delivery: Delivery, known: KnownRoute) -> Stored:
+        route, scheme = known.route, known.scheme
         declaration = route.declaration
         limit = declaration.max_body_bytes or self.default_max_body_bytes
         body = await _read_capped(delivery, limit)
@@ -169,8 +191,7 @@ class IngressService:
             body=body,
             received_at_seconds=received_at,
         )
-        scheme = declaration.scheme
-        verdict = verify(scheme, secrets, request)
+        verdict = verify(scheme, known.secrets, request)
         if not verdict.ok:
             log.warning(
                 "ingress.signature_rejected",
@@ -204,9 +225,17 @@ class IngressService:
         correlation = {"delivery_id": delivery_id}
         if delivery.request_id:
             correlation["request_id"] = delivery.request_id
+        if declaration.source is not None:  # headers are not stored: keep what routing needs
+            for key, how in (
+                (SOURCE_KIND, declaration.source.object_kind),
+                (SOURCE_ID, declaration.source.object_id),
+            ):
+                value = _extract(how, request, None) if how.header else None
+                if value:
+                    correlation[key] = fit(value, LANE_KEY_BYTES)
         row = ReceiptRow(
             org_id=route.org_id,
-            receipt_id=uuid.uuid4().hex,
+            receipt_id=new_receipt_id(),
             connector=declaration.connector,
             route_key=declaration.route,
             route_version=route.version,

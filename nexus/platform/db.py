@@ -6,7 +6,8 @@ compare-and-set updates; time for leases and expiry is read from the database (`
 
 SQLite write transactions start with `BEGIN IMMEDIATE`, so a writer takes the write lock up
 front and waits `busy_timeout` for it instead of failing to upgrade a read lock halfway
-through a transaction. Read-only units of work use a plain deferred `BEGIN`.
+through a transaction; writers of one process queue for it in FIFO order first
+(`sqlite_writes`). Read-only units of work use a plain deferred `BEGIN`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, insert, text
+from sqlalchemy import Engine, event, insert, text
+from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -29,6 +31,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.types import BigInteger
 
+from nexus.platform import sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
@@ -94,8 +97,41 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine
     if database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    gate = str(Path(database).resolve()) if database != ":memory:" else f"memory:{id(engine)}"
+    _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate)
+    return engine
 
-    @event.listens_for(engine.sync_engine, "connect")
+
+def is_sqlite_file(url: str) -> bool:
+    parsed = parse_database_url(url)
+    return parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
+
+
+def create_sqlite_thread_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000) -> Engine:
+    """A synchronous engine on the same SQLite file as `url` (any SQLite driver name).
+
+    For code that runs a whole transaction on a worker thread in one hop: through aiosqlite
+    every statement, BEGIN and COMMIT is its own round trip to the driver's thread, and on a
+    busy machine each hop can cost hundreds of microseconds. Same pragmas and `BEGIN
+    IMMEDIATE` as `create_engine` (no in-process write queue: a thread has no event loop to
+    queue on, so it meets the other writers in SQLite's busy handler).
+    """
+    if not is_sqlite_file(url):
+        raise ValueError("a thread engine needs a SQLite database file")
+    parsed = parse_database_url(url)
+    engine = sa_create_engine(
+        parsed.set(drivername="sqlite+pysqlite"),
+        connect_args={"timeout": sqlite_busy_timeout_ms / 1000, "check_same_thread": False},
+    )
+    _configure_sqlite(engine, sqlite_busy_timeout_ms, write_gate=None)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, write_gate: str | None) -> None:
+    """Pragmas, `BEGIN IMMEDIATE` for writers, and with `write_gate` the in-process FIFO
+    queue of write transactions on that file (`sqlite_writes`)."""
+
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the driver; `_on_begin` issues BEGIN itself.
         dbapi_connection.isolation_level = None
@@ -106,12 +142,39 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        readonly = conn.get_execution_options().get(_READONLY_OPTION, False)
-        conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(_READONLY_OPTION, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        if write_gate is None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        sqlite_writes.enter_write(conn, write_gate, busy_timeout_ms / 1000)  # in-process FIFO
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            sqlite_writes.leave_write(conn, end=None)
+            raise
 
-    return engine
+    if write_gate is None:
+        return
+
+    @event.listens_for(engine, "commit")
+    def _on_commit(conn: Any) -> None:
+        sqlite_writes.leave_write(conn, end="commit")
+
+    @event.listens_for(engine, "rollback")
+    def _on_rollback(conn: Any) -> None:
+        sqlite_writes.leave_write(conn, end="rollback")
+
+    @event.listens_for(engine.pool, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        sqlite_writes.release_abandoned(record.info)
+
+    @event.listens_for(engine.pool, "invalidate")
+    def _on_invalidate(_dbapi_connection: Any, record: Any, _exception: Any) -> None:
+        sqlite_writes.release_abandoned(record.info)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ ReadinessCheck = Callable[[], Awaitable[CheckResult]]
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # uuid4().hex's shape without building a UUID
 
 
 def accept_request_id(raw: str | None) -> str:
@@ -47,66 +48,108 @@ def current_request_id() -> str | None:
     return str(value) if value is not None else None
 
 
+_REQUEST_ID_KEY = REQUEST_ID_HEADER.encode()
+_QUIET_ROUTES = frozenset({"/healthz", "/metrics"})
+_access_log = logging.getLogger(__name__)  # the stdlib logger behind `log`
+
+
+class _RequestMetrics:
+    """The HTTP counter and histogram children of one role, looked up once per label set.
+
+    `labels()` builds a key and takes a lock on every call; at thousands of requests per
+    second that is a measurable share of a trivial request. Label sets are bounded (route
+    templates x methods x statuses), and the cache is capped all the same.
+    """
+
+    MAX_CHILDREN = 4096
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._requests: dict[tuple[str, str, int], Any] = {}
+        self._latency: dict[str, Any] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        counter = self._requests.get((route, method, status))
+        if counter is None:
+            counter = HTTP_REQUESTS.labels(self.role, route, method, str(status))
+            if len(self._requests) < self.MAX_CHILDREN:
+                self._requests[(route, method, status)] = counter
+        counter.inc()
+        histogram = self._latency.get(route)
+        if histogram is None:
+            histogram = HTTP_LATENCY.labels(self.role, route)
+            if len(self._latency) < self.MAX_CHILDREN:
+                self._latency[route] = histogram
+        histogram.observe(seconds)
+
+
 class RequestContextMiddleware:
-    """Pure ASGI (streaming-safe): request id in and out, access log line, metrics."""
+    """Pure ASGI (streaming-safe): request id in and out, access log line, metrics.
+
+    On the path of every request of every role, so it allocates little: no header dict, no
+    context-manager objects, metric children cached, the access line built only when INFO
+    is enabled.
+    """
 
     def __init__(self, app: ASGIApp, *, role: str) -> None:
         self.app = app
         self.role = role
+        self.metrics = _RequestMetrics(role)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        raw = headers.get(REQUEST_ID_HEADER.encode())
+        raw = None
+        for name, value in scope["headers"]:
+            if name == _REQUEST_ID_KEY:
+                raw = value
+                break
         request_id = accept_request_id(raw.decode("latin-1") if raw else None)
         scope.setdefault("state", {})["request_id"] = request_id
-        status_holder = {"status": 500}
+        status = 500
+        started_response = False
         started = time.perf_counter()
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status, started_response
             if message["type"] == "http.response.start":
-                status_holder["status"] = message["status"]
-                status_holder["started"] = 1
-                response_headers = [
-                    (k, v) for k, v in message.get("headers", []) if k != REQUEST_ID_HEADER.encode()
-                ]
-                response_headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
-                message["headers"] = response_headers
+                status = message["status"]
+                started_response = True
+                headers = message.get("headers", [])
+                if any(k == _REQUEST_ID_KEY for k, _ in headers):
+                    headers = [(k, v) for k, v in headers if k != _REQUEST_ID_KEY]
+                else:
+                    headers = list(headers)
+                headers.append((_REQUEST_ID_KEY, request_id.encode()))
+                message["headers"] = headers
             await send(message)
 
-        with structlog.contextvars.bound_contextvars(request_id=request_id):
-            try:
-                await self.app(scope, receive, send_with_id)
-            except Exception as exc:  # a bug: answer 500 with the request id, log once
-                log.error("http.unhandled_error", error_type=type(exc).__name__, exc_info=exc)
-                if status_holder.get("started"):
-                    raise
-                status_holder["status"] = 500
-                body = ErrorBody(
-                    code="INTERNAL_ERROR", message="internal error", request_id=request_id
+        tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:  # a bug: answer 500 with the request id, log once
+            log.error("http.unhandled_error", error_type=type(exc).__name__, exc_info=exc)
+            if started_response:
+                raise
+            status = 500
+            body = ErrorBody(code="INTERNAL_ERROR", message="internal error", request_id=request_id)
+            await JSONResponse(body.model_dump(exclude_none=True), status_code=500)(
+                scope, receive, send_with_id
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            route = _route_label(scope)
+            self.metrics.observe(route, scope["method"], status, elapsed)
+            if route not in _QUIET_ROUTES and _access_log.isEnabledFor(logging.INFO):
+                log.info(
+                    "http.request",
+                    method=scope["method"],
+                    path=scope["path"],  # never the query string: it may carry tokens
+                    status=status,
+                    duration_ms=round(elapsed * 1000, 2),
                 )
-                await JSONResponse(body.model_dump(exclude_none=True), status_code=500)(
-                    scope, receive, send_with_id
-                )
-            finally:
-                elapsed = time.perf_counter() - started
-                route = _route_label(scope)
-                status = status_holder["status"]
-                HTTP_REQUESTS.labels(self.role, route, scope["method"], str(status)).inc()
-                HTTP_LATENCY.labels(self.role, route).observe(elapsed)
-                if route not in _QUIET_ROUTES:
-                    log.info(
-                        "http.request",
-                        method=scope["method"],
-                        path=scope["path"],  # never the query string: it may carry tokens
-                        status=status,
-                        duration_ms=round(elapsed * 1000, 2),
-                    )
-
-
-_QUIET_ROUTES = frozenset({"/healthz", "/metrics"})
+            structlog.contextvars.reset_contextvars(**tokens)
 
 
 def _route_label(scope: Scope) -> str:
@@ -189,10 +232,43 @@ def ops_router(info: OpsInfo) -> APIRouter:
     return router
 
 
-def create_role_app(info: OpsInfo, *, lifespan: Any = None) -> FastAPI:
+class RoleApp(FastAPI):
+    """FastAPI, plus plain ASGI handlers served ahead of its middleware stack and router.
+
+    For a hot path that needs none of FastAPI (the webhook ingress): each request still
+    passes FastAPI's own error, telemetry and body-limit middleware and Starlette's entry
+    before it reaches a user middleware; `serve_ahead` skips them. A handler brings its own
+    request context (wrap it in `RequestContextMiddleware`) and finds the app in
+    `scope["app"]`.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._ahead: list[tuple[str, ASGIApp]] = []
+
+    def serve_ahead(self, prefix: str, handler: ASGIApp) -> None:
+        """HTTP requests whose path starts with `prefix` go straight to `handler`."""
+        self._ahead.append((prefix, handler))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            for prefix, handler in self._ahead:
+                if path.startswith(prefix):
+                    scope["app"] = self
+                    await handler(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
+
+
+def create_role_app(info: OpsInfo, *, lifespan: Any = None) -> RoleApp:
     """A FastAPI app with the shared middleware, error handlers and ops endpoints."""
-    app = FastAPI(
+    app = RoleApp(
         title=f"nexus {info.role}",
+        # Our own Prometheus metrics and structlog lines describe requests; FastAPI's
+        # OpenTelemetry bridge would only add a per-request provider check (and its logs
+        # record exception messages, which may quote input).
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         version=__version__,
         lifespan=lifespan,
         docs_url=None,

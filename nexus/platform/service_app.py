@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
 from nexus.platform.db import create_engine, describe_backend, ping, session_factory
-from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app
+from nexus.platform.http import OpsInfo, ReadinessCheck, RoleApp, create_role_app
 from nexus.platform.migrations import migration_state
 from nexus.platform.settings import Settings
 
@@ -35,7 +35,7 @@ def create_service_app(
     capabilities: Sequence[str],
     on_start: Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]] | None = None,
     readiness_checks: Sequence[ReadinessCheck] = (),
-) -> FastAPI:
+) -> RoleApp:
     """A role app whose /readyz requires its database reachable and its migrations at head
     (and every one of the role's own `readiness_checks`).
 

@@ -126,7 +126,7 @@ class IdentitySettings(BaseSettings):
 
 
 class IntegrationSettings(BaseSettings):
-    """Integration: webhook ingress (receipts, group commit) and its pools."""
+    """Integration: webhook ingress (receipts, group commit), its pools, and the loops."""
 
     model_config = _config()
 
@@ -139,8 +139,9 @@ class IntegrationSettings(BaseSettings):
     ingress_body_snapshot_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 256 * 1024
     #: Group commit: at most this many receipts per transaction ...
     ingress_batch_max_rows: Annotated[int, Field(ge=1, le=5000)] = 256
-    #: ... gathered for at most this long after the first one arrived.
-    ingress_batch_window_ms: Annotated[float, Field(ge=0, le=100)] = 2.0
+    #: ... gathered for at most this long after the first one arrived. 0: a batch is what
+    #: queued while the previous one committed (lowest latency; ADR 0022).
+    ingress_batch_window_ms: Annotated[float, Field(ge=0, le=100)] = 0.0
     #: Writer tasks committing batches concurrently (1 suits SQLite's single writer).
     ingress_writers: Annotated[int, Field(ge=1, le=32)] = 1
     #: Connections of the ingress pool, separate from the background-loop pool.
@@ -154,6 +155,28 @@ class IntegrationSettings(BaseSettings):
     integration_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
     integration_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
     integration_retention_batch: Annotated[int, Field(ge=1, le=500)] = 500
+    #: Receipt router (`--loops=all`): receipts claimed and materialized per transaction.
+    integration_router_batch: Annotated[int, Field(ge=1, le=1000)] = 64
+    #: How long a router's claim on receipts lasts before another router may take them.
+    integration_router_lease_ms: Annotated[int, Field(ge=500, le=600_000)] = 30_000
+    #: Routing attempts before a receipt whose routing keeps failing transiently is `failed`.
+    integration_router_max_attempts: Annotated[int, Field(ge=1, le=100)] = 8
+    #: Router tasks per process, and how often an idle one looks (ingress wakes it at once).
+    integration_router_concurrency: Annotated[int, Field(ge=1, le=16)] = 1
+    integration_router_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 200
+    #: Executor: AcceptCommand calls in flight per process, and items claimed per batch.
+    integration_executor_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
+    integration_executor_batch: Annotated[int, Field(ge=1, le=1000)] = 64
+    integration_executor_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
+    #: Delivery attempts of a command (for work queues created from now on) before it is dead.
+    integration_executor_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
+    integration_executor_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 50
+    #: Retry backoff of a command Runtime did not take: full jitter under base * 2^(attempt-1),
+    #: capped (Runtime down for a while: items wait at most the cap between attempts).
+    integration_executor_backoff_base_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1_000
+    integration_executor_backoff_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 300_000
+    #: Timeout of one AcceptCommand call (the deadline header says the same).
+    integration_executor_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
 
 
 class OutboxSettings(BaseSettings):

@@ -1,24 +1,47 @@
-"""A signed test webhook through `nexus up` and the gateway, as the README tells it."""
+"""A signed webhook becomes a record, through `nexus up` and the gateway, as the README tells it:
+metadata -> permission set for the integration user -> secret -> route -> `hooks send` ->
+receipt -> event and WorkItem -> Runtime AcceptCommand -> runtime-worker -> the record."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.conftest import Backend
 from tests.e2e.test_stack import NEXUS, clean_env, running_stack
 
 pytestmark = pytest.mark.e2e
 
+CONTACTS = """\
+objects:
+  - {api_name: Contact, label: Contact, plural_label: Contacts, key_prefix: "003",
+     sharing_model: Private, name_field: {api_name: Name, label: Name, type: text, length: 80},
+     fields: [{api_name: LastName, label: Last Name, type: text, length: 80},
+              {api_name: External_Id__c, label: External Id, type: text, length: 64,
+               external_id: true, unique: true}]}
+permission_sets:
+  - {api_name: Integration_Contacts, label: "Integration: contacts",
+     objects: [{object: Contact, create: true, read: true, edit: true, all_fields: edit}]}
+flows:
+  - {api_name: Contact_Name, object: Contact, updates: [{field: Name, formula: "LastName"}]}
+validation_rules:
+  - {api_name: No_Test_Names, object: Contact, formula: "LastName = 'Refused'",
+     error_message: "not a real name", error_field: LastName}
+"""
+
 ROUTES = """\
-org_id: 00D000000000001AAA
 routes:
   - connector: crm-demo
     route: contacts
     signature: {scheme: standard_webhooks}
     secrets: [crm-demo-contacts]
     event_kind: {pointer: /type}
+    source: {object_kind: {pointer: /object}, object_id: {pointer: /data/id}}
     command:
       op: upsert
       object: Contact
@@ -41,19 +64,108 @@ def nexus(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def test_hooks_send_is_received_through_the_gateway(tmp_path: Path) -> None:
-    with running_stack(tmp_path) as (_proc, base, _elapsed):
+def contacts(env: dict[str, str]) -> list[dict[str, Any]]:
+    out = nexus(
+        env,
+        "query",
+        "SELECT LastName, External_Id__c FROM Contact ORDER BY External_Id__c",
+        "--username",
+        "admin",
+    )
+    return [
+        {"LastName": r["LastName"], "External_Id__c": r["External_Id__c"]}
+        for r in json.loads(out)["records"]
+    ]
+
+
+def wait_for(check: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.5)
+
+
+def test_a_signed_webhook_becomes_a_record_once(tmp_path: Path, backend: Backend) -> None:
+    with running_stack(tmp_path, backend) as (_proc, base, _elapsed):
         env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base))
-        (tmp_path / "routes.yaml").write_text(ROUTES)
-        (tmp_path / "event.json").write_text('{"type": "contact.created", "data": {"id": "1"}}')
+        if backend.name == "mariadb":
+            env.update(backend.env())
+        for name, text in (("contacts.yaml", CONTACTS), ("routes.yaml", ROUTES)):
+            (tmp_path / name).write_text(text)
+        nexus(env, "metadata", "apply", str(tmp_path / "contacts.yaml"))
+        nexus(
+            env,
+            "admin",
+            "assign-permission-set",
+            "--username",
+            "integration",
+            "--permission-set",
+            "Integration_Contacts",
+        )
         nexus(env, "hooks", "set-secret", "crm-demo-contacts", "--generate")
         applied = nexus(env, "integration", "apply-routes", str(tmp_path / "routes.yaml"))
         assert "crm-demo/contacts: version 1 (changed)" in applied
-        send = ["hooks", "send", "--connector", "crm-demo", "--route", "contacts"]
-        first = nexus(env, *send, "--delivery-id", "demo-1", str(tmp_path / "event.json"))
-        again = nexus(env, *send, "--delivery-id", "demo-1", str(tmp_path / "event.json"))
-    assert "status: 200" in first
-    assert "duplicate: false" in first
-    receipt = next(line for line in first.splitlines() if line.startswith("receipt_id: "))
-    assert receipt in again
-    assert "duplicate: true" in again
+
+        def send(delivery: str, body: dict[str, Any]) -> str:
+            path = tmp_path / f"{delivery}.json"
+            path.write_text(json.dumps(body))
+            send = ["hooks", "send", "--connector", "crm-demo", "--route", "contacts"]
+            return nexus(env, *send, "--delivery-id", delivery, str(path))
+
+        created = {
+            "type": "contact.created",
+            "object": "contact",
+            "data": {"id": "42", "last_name": "Lovelace"},
+        }
+        first = send("demo-1", created)
+        again = send("demo-1", created)  # the provider retries: one receipt, one record
+        assert "status: 200" in first
+        assert "duplicate: false" in first
+        assert "duplicate: true" in again
+        assert wait_for(lambda: contacts(env)) == [{"LastName": "Lovelace", "External_Id__c": "42"}]
+
+        send(
+            "demo-2",
+            {
+                "type": "contact.updated",
+                "object": "contact",
+                "data": {"id": "42", "last_name": "Byron"},
+            },
+        )
+        send(
+            "demo-3",
+            {
+                "type": "contact.created",
+                "object": "contact",
+                "data": {"id": "43", "last_name": "Refused"},
+            },
+        )  # a validation refusal
+        send(
+            "demo-4",
+            {
+                "type": "contact.created",
+                "object": "contact",
+                "data": {"id": "44", "last_name": "Hopper"},
+            },
+        )
+        expected = [
+            {"LastName": "Byron", "External_Id__c": "42"},
+            {"LastName": "Hopper", "External_Id__c": "44"},
+        ]
+        assert wait_for(lambda: contacts(env) == expected), contacts(env)
+
+        # the refused command is a dead letter in Runtime's inbox (sanitized: no values);
+        # Integration's WorkItems all succeeded (Runtime accepted each command once)
+        def dead_lines() -> list[str]:
+            out = nexus(env, "work", "stats", "--all")
+            return [line for line in out.splitlines() if " dead " in f" {line} "]
+
+        dead = wait_for(lambda: [line for line in dead_lines() if line.split()[-1] != "0"])
+        assert len(dead) == 1, dead_lines()
+        assert dead[0].split()[:2] == ["inbox", "runtime.inbox"]
+        assert dead[0].split()[-1] == "1"
+        stats = nexus(env, "work", "stats", "--all")
+        assert "Refused" not in stats
+    assert contacts(env) == expected  # nothing applied twice after the stack stopped either

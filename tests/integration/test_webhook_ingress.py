@@ -24,6 +24,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.gateway.app import create_app as gateway_app
 from nexus.integration import models as m
 from nexus.integration.app import create_app
+from nexus.integration.repository import ReceiptRow, store_receipts
 from nexus.integration.route_service import apply_routes
 from nexus.integration.routes import parse_route_file
 from nexus.integration.sender import signed_headers
@@ -100,7 +101,7 @@ async def ingress(
         integration_org_id=ORG,
         ingress_body_snapshot_bytes=SNAPSHOT_BYTES,
     )
-    app = create_app(settings)
+    app = create_app(settings, loops="none")  # ingress only: the router would route them
     try:
         async with serving(app) as base:
             yield Ingress(url=base, app=app, engine=engine, var_dir=var_dir)
@@ -330,6 +331,34 @@ async def test_when_the_database_fails_no_delivery_is_acknowledged(
     assert await receipts(ingress.engine, provider_delivery_id="down-0") == []
 
 
+async def test_a_dropped_writer_connection_costs_no_delivery(
+    ingress: Ingress, backend: Backend
+) -> None:
+    if backend.name != "mariadb":
+        pytest.skip("SQLite has no server to drop a connection")
+    first = contact_event("drop-1")
+    reply = await post(ingress, "/hooks/demo/contacts", first, signed(first, delivery_id="drop-1"))
+    assert reply.status_code == 200  # the writer now keeps a connection
+    async with ingress.engine.connect() as conn:
+        database = (await conn.execute(text("SELECT DATABASE()"))).scalar_one()
+        ids = (
+            await conn.execute(
+                text(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = :db AND id <> CONNECTION_ID()"
+                ),
+                {"db": database},
+            )
+        ).scalars()
+        for connection_id in list(ids):  # as a server restart would: every other session
+            await conn.execute(text(f"KILL CONNECTION {int(connection_id)}"))
+    body = contact_event("drop-2")
+    reply = await post(ingress, "/hooks/demo/contacts", body, signed(body, delivery_id="drop-2"))
+    assert reply.status_code == 200, reply.text
+    [row] = await receipts(ingress.engine, provider_delivery_id="drop-2")
+    assert row["receipt_id"] == reply.json()["receipt_id"]
+
+
 @pytest.fixture
 def json_logs(capsys: pytest.CaptureFixture[str]) -> Iterator[pytest.CaptureFixture[str]]:
     configure_logging(role="integration", level="debug", fmt="json")
@@ -364,3 +393,53 @@ async def test_route_versions_grow_only_when_a_route_changes(ingress: Ingress) -
     async with ingress.engine.connect() as conn:
         bodies = (await conn.execute(select(t.c.body))).scalars().all()
     assert all(SECRET not in b and PLAIN_SECRET not in b for b in bodies)
+
+
+def receipt_row(delivery_id: str, receipt_id: str) -> ReceiptRow:
+    return ReceiptRow(
+        org_id=ORG,
+        receipt_id=receipt_id,
+        connector="demo",
+        route_key="contacts",
+        route_version=1,
+        provider_delivery_id=delivery_id,
+        delivery_id_source="scheme",
+        method="POST",
+        content_type="application/json",
+        event_kind="contact.created",
+        correlation={"delivery_id": delivery_id},
+        body_bytes=2,
+        body_snapshot=b"{}",
+        body_ref=None,
+        payload_sha256="0" * 64,
+        signature_scheme="standard_webhooks",
+        signature_key_index=0,
+    )
+
+
+async def test_a_batch_larger_than_one_statement_is_stored_once(ingress: Ingress) -> None:
+    # 2,500 rows: three multi-row statements on SQLite; the first and last delivery repeat.
+    rows = [receipt_row(f"big-{n}", f"big{n:029d}") for n in range(2500)]
+    rows.append(receipt_row("big-0", "bigrepeat" + "0" * 23))
+    async with ingress.engine.begin() as conn:
+        stored = await conn.run_sync(store_receipts, rows)
+    assert [s.duplicate for s in stored] == [False] * 2500 + [True]
+    assert stored[-1].receipt_id == rows[0].receipt_id
+    again = [receipt_row(f"big-{n}", f"again{n:027d}") for n in (7, 2499)]
+    async with ingress.engine.begin() as conn:
+        repeated = await conn.run_sync(store_receipts, again)
+    assert [(s.receipt_id, s.duplicate) for s in repeated] == [
+        (rows[7].receipt_id, True),
+        (rows[2499].receipt_id, True),
+    ]
+    t = m.ingress_receipt
+    async with ingress.engine.connect() as conn:
+        counted = await conn.execute(
+            select(t.c.provider_delivery_id, t.c.deliveries, t.c.received_at_ms).where(
+                t.c.provider_delivery_id.like("big-%")
+            )
+        )
+        found = {r.provider_delivery_id: (r.deliveries, r.received_at_ms) for r in counted}
+    assert len(found) == 2500
+    assert [found[key][0] for key in ("big-0", "big-7", "big-2499", "big-1")] == [2, 2, 2, 1]
+    assert all(at > 1_700_000_000_000 for _, at in found.values())  # the database clock, ms

@@ -58,8 +58,8 @@ async def route_delivery(
     pack = pack or f"routes:{connector}"
     digest = hashlib.sha256(body).hexdigest()
     async with engine.begin() as conn:
-        await store_receipts(
-            conn,
+        await conn.run_sync(
+            store_receipts,
             [
                 ReceiptRow(
                     org_id=org_id,

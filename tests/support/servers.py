@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from nexus.platform.serving import server_config
+
 
 @asynccontextmanager
 async def serving(app: Any) -> AsyncIterator[str]:
@@ -19,7 +21,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    config = server_config(app)  # the protocol and options `nexus serve` uses
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))

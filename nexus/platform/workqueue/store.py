@@ -9,13 +9,18 @@ Invariants (ENGINE.md) and where they are kept:
   `lane_seq`, and only a finished head advances it (a retrying head blocks its lane, a dead
   one halts it unless the queue's policy skips);
 - a target lane has one holder: a lane lease row taken by CAS in the claim transaction and
-  released with the item (it expires with the item's lease when the holder dies);
+  released with the item when it finishes, is released or reclaimed. A holder whose lease ran
+  out keeps its lane until the sweep reclaims its item (it may still renew or finish until
+  then, so the lane must not move to another item before); an expired lane whose holder no
+  longer runs under it is taken over;
 - the family's ownership epoch is checked by claim, renewal and completion;
 - every time is the database's (`db_now_ms()` inside the statement).
 
 `pending` is the one claimable state (`attempt > 0` means it is a retry), so the claim scan is
-one ordered range of the covering index. Terminal rows keep their last lease token, which is
-how a batch completion learns exactly which of its rows it finished.
+one ordered range of the covering index. Rows a holder finished keep its lease token, which is
+how a batch completion learns exactly which of its rows it finished; every other way out of
+`processing` (reclaim, release) clears the token, so a stale holder's retry or dead outcome is
+never mistaken for written.
 """
 
 from __future__ import annotations
@@ -26,7 +31,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -123,23 +139,20 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _bump_lane(lanes: Table, dialect: str, family: str, lane_key: str, count: int) -> Any:
-    """INSERT the lane row with `count` sequences taken, or add `count` to its next_seq."""
-    values = {"family": family, "lane_key": lane_key, "head_seq": 1, "next_seq": 1 + count}
+def _bump_lanes(lanes: Table, dialect: str) -> Any:
+    """Insert each lane row with its sequences taken (`next_seq` = 1 + count), or add the
+    count to an existing row's `next_seq`: one statement for a batch of lanes, taking each
+    row's exclusive lock (never a shared one that a later update would have to upgrade)."""
     if dialect == "sqlite":
-        return (
-            sqlite_insert(lanes)
-            .values(**values)
-            .on_conflict_do_update(
-                index_elements=[lanes.c.family, lanes.c.lane_key],
-                set_={"next_seq": lanes.c.next_seq + count},
-            )
+        lite = sqlite_insert(lanes)
+        return lite.on_conflict_do_update(
+            index_elements=[lanes.c.family, lanes.c.lane_key],
+            set_={"next_seq": lanes.c.next_seq + lite.excluded.next_seq - 1},
         )
-    return (
-        mysql_insert(lanes)
-        .values(**values)
-        .on_duplicate_key_update(next_seq=lanes.c.next_seq + count)
-    )
+    my = mysql_insert(lanes)
+    # a literal, not a bound 1: the driver's executemany repeats only the VALUES part
+    one: Any = literal_column("1")
+    return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - one)
 
 
 class WorkStore:
@@ -147,6 +160,7 @@ class WorkStore:
         self.t = tables
         self.owner = owner
         self.lease_ms = lease_ms
+        self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
 
     # ------------------------------------------------------------------ enqueue
     async def ensure_queue(
@@ -243,6 +257,9 @@ class WorkStore:
             .where(
                 self.t.queues.c.family == bindparam("f"),
                 self.t.queues.c.queue_class == bindparam("q"),
+                # at most once a second: the queue row is also the claim turn (`claim`), and
+                # an enqueue that writes it holds it until its caller commits
+                self.t.queues.c.last_enqueued_at < now - 1000,
             )
             .values(last_enqueued_at=now),
             [{"f": f, "q": q} for f, q in sorted(queues)],
@@ -252,29 +269,41 @@ class WorkStore:
     async def _allocate_lane_seqs(
         self, conn: AsyncConnection, items: Sequence[NewItem]
     ) -> dict[int, int]:
-        """Reserve consecutive sequences per source lane: one insert-or-increment of the lane
-        row (its exclusive row lock serializes concurrent enqueuers), then a read of the
-        bumped value under that lock. (Insert-or-ignore, then a compare-and-set update, took
-        a shared lock on an existing row on InnoDB; upgrading it deadlocked with a completion
-        advancing the same lane, or with a second enqueuer doing the same.)"""
+        """Reserve consecutive sequences per source lane: one insert-or-increment statement
+        for every lane of the batch (each row's exclusive lock serializes concurrent
+        enqueuers), then one read per family of the bumped values under those locks.
+        (Insert-or-ignore, then a compare-and-set update, took a shared lock on an existing
+        row on InnoDB; upgrading it deadlocked with a completion advancing the same lane, or
+        with a second enqueuer doing the same.)"""
         lanes = self.t.source_lanes
         wanted: dict[tuple[str, str], list[int]] = {}
         for index, item in enumerate(items):
             if item.lane_key:
                 wanted.setdefault((item.family, item.lane_key), []).append(index)
-        sequences: dict[int, int] = {}
-        for (family, lane_key), indexes in sorted(wanted.items()):
-            count = len(indexes)
-            await conn.execute(_bump_lane(lanes, conn.dialect.name, family, lane_key, count))
-            after = (
-                await conn.execute(
-                    select(lanes.c.next_seq).where(
-                        lanes.c.family == family, lanes.c.lane_key == lane_key
-                    )
+        if not wanted:
+            return {}
+        ordered = sorted(wanted.items())  # one lock order for every enqueuer
+        await conn.execute(
+            _bump_lanes(lanes, conn.dialect.name),
+            [
+                {"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1 + len(indexes)}
+                for (f, k), indexes in ordered
+            ],
+        )
+        after: dict[tuple[str, str], int] = {}
+        for family in sorted({f for f, _ in wanted}):
+            rows = await conn.execute(
+                select(lanes.c.lane_key, lanes.c.next_seq).where(
+                    lanes.c.family == family,
+                    lanes.c.lane_key.in_([k for f, k in wanted if f == family]),
                 )
-            ).scalar_one()
+            )
+            after.update({(family, str(r[0])): int(r[1]) for r in rows})
+        sequences: dict[int, int] = {}
+        for key, indexes in ordered:
+            first = after[key] - len(indexes)
             for offset, index in enumerate(indexes):
-                sequences[index] = int(after) - count + offset
+                sequences[index] = first + offset
         return sequences
 
     # ------------------------------------------------------------------ claim
@@ -308,53 +337,102 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
+    def _claimable(self, family: str, queue_class: str, now: Any, *columns: Any) -> Select[Any]:
+        """Pending items of one queue that may run now: lane heads only, and not behind a
+        target lane that is held (an expired lane is left to the claim's CAS), so a burst to
+        one target does not hide the items queued behind it."""
+        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        return (
+            select(*columns)
+            .select_from(
+                items.outerjoin(
+                    lanes,
+                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
+                ).outerjoin(
+                    targets,
+                    and_(
+                        targets.c.family == items.c.family,
+                        targets.c.target_key == items.c.target_key,
+                    ),
+                )
+            )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state == PENDING,
+                items.c.run_after <= now,
+                or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
+                or_(
+                    items.c.target_key.is_(None),
+                    targets.c.holder_id.is_(None),
+                    targets.c.lease_until < now,
+                ),
+            )
+        )
+
+    async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
+        """Would a claim find anything? A read (no write lock, no claim turn), for pollers
+        that found their queue empty last time."""
+        peek = self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
+        return (await conn.execute(peek)).first() is not None
+
+    async def _take_claim_turn(self, conn: AsyncConnection, family: str, queue_class: str) -> None:
+        """Claimers of one queue take turns (a row lock on the queue row until commit), so
+        the next one reads its candidates after the last one's claims are committed instead
+        of reading the same ones, waiting on their row locks and winning nothing. The CAS
+        still decides who wins; the turn only saves the wasted work. SQLite needs none: its
+        write transactions already run one at a time. Taken after any outcome writes in the
+        same transaction (lane rows first, then the turn, as `enqueue` does: no deadlock)."""
+        if conn.dialect.name == "sqlite":
+            return
+        q = self.t.queues
+        started = time.perf_counter()
+        await conn.execute(
+            select(q.c.weight)
+            .where(q.c.family == family, q.c.queue_class == queue_class)
+            .with_for_update()
+        )
+        self.turn_wait_ms = (time.perf_counter() - started) * 1000
+
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
         """Claim up to `limit` claimable items in one transaction: candidates through the
         covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
         fresh token; the winners are the rows carrying it."""
-        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
+        items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
-        candidates = {
-            row[0]: row
-            for row in await conn.execute(
-                select(
-                    items.c.id,
-                    items.c.target_key,
-                    items.c.queue_class,
-                    items.c.attempt,
-                    items.c.max_attempts,
-                    items.c.payload,
-                    items.c.lane_key,
-                    items.c.lane_seq,
-                )
-                .select_from(
-                    items.outerjoin(
-                        lanes,
-                        and_(
-                            lanes.c.family == items.c.family,
-                            lanes.c.lane_key == items.c.lane_key,
-                        ),
-                    )
-                )
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == PENDING,
-                    items.c.run_after <= now,
-                    or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit)
-            )
-        }
+        await self._take_claim_turn(conn, family, queue_class)
+        read = self._claimable(
+            family,
+            queue_class,
+            now,
+            items.c.id,
+            items.c.target_key,
+            items.c.queue_class,
+            items.c.attempt,
+            items.c.max_attempts,
+            items.c.payload,
+            items.c.lane_key,
+            items.c.lane_seq,
+        )
+        rows = (await conn.execute(read.order_by(items.c.run_after, items.c.id).limit(limit))).all()
+        candidates = {row[0]: row for row in rows}
         if not candidates:
             return []
         token = new_token()
         ids: list[str] = []
         held: list[str] = []
         taken: set[str] = set()
+        holder_runs = (  # the lane's holder still runs under it (expired or not)
+            select(items.c.id)
+            .where(
+                items.c.id == targets.c.holder_id,
+                items.c.lease_token == targets.c.holder_token,
+                items.c.state == PROCESSING,
+            )
+            .exists()
+        )
         for item_id, row in candidates.items():
             target_key = row[1]
             if target_key is None:
@@ -368,7 +446,10 @@ class WorkStore:
                 .where(
                     targets.c.family == family,
                     targets.c.target_key == target_key,
-                    or_(targets.c.holder_id.is_(None), targets.c.lease_until < now),
+                    or_(
+                        targets.c.holder_id.is_(None),
+                        and_(targets.c.lease_until < now, ~holder_runs),
+                    ),
                 )
                 .values(holder_id=item_id, holder_token=token, lease_until=now + self.lease_ms)
             )
@@ -518,8 +599,9 @@ class WorkStore:
             )
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
-        held = [c.id for c, _ in finished if c.target_key]  # no target lane, nothing to free
-        await self._free_target_lanes(conn, family, token, held)
+        await self._free_target_lanes(
+            conn, family, token, [c.id for c, _ in finished if c.target_key]
+        )
         await self._move_lanes(
             conn,
             family,
@@ -645,12 +727,14 @@ class WorkStore:
                     "failure_class": LEASE_EXPIRED,
                     "last_error": "the lease expired on the last attempt",
                     "finished_at": now,
+                    "lease_token": None,  # no holder finished it (see `finish`)
                     "lease_until": None,
                 }
                 if exhausted
                 else {
                     "state": PENDING,
                     "run_after": now,
+                    "lease_token": None,
                     "lease_owner": None,
                     "lease_until": None,
                     "reclaims": items.c.reclaims + 1,
@@ -686,7 +770,13 @@ class WorkStore:
         await conn.execute(
             update(items)
             .where(self._held(ids, token))
-            .values(state=PENDING, run_after=db_now_ms(), lease_owner=None, lease_until=None)
+            .values(
+                state=PENDING,
+                run_after=db_now_ms(),
+                lease_token=None,
+                lease_owner=None,
+                lease_until=None,
+            )
         )
         await self._free_target_lanes(conn, family, token, ids)
 

@@ -3,7 +3,9 @@
     poller     visits the owner's active queues by deficit round-robin (a flood in one family
                cannot starve another), claims a batch per visit with one CAS statement, hands
                the items to executor tasks; sweeps expired leases every lease/2; halves its
-               batch when claim latency rises past the target and recovers additively
+               batch when claim latency rises past the target and recovers additively; a
+               queue its last claim found empty is looked at with a read first (an idle
+               poller takes no write lock: on SQLite that lock is every writer's)
     executors  run the handler (at most `concurrency` at once); the outcome goes to the
                completer, never straight to the database
     completer  writes outcomes in micro-batches (every few ms or N results), one statement
@@ -151,6 +153,7 @@ class Worker:
         self._queues = _Queues()
         self._deficit: dict[tuple[str, str], int] = {}
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
+        self._empty: set[tuple[str, str]] = set()  # found empty by their last claim
         self._turn = 0
         self._swept_at = 0.0
 
@@ -267,6 +270,9 @@ class Worker:
             if free <= 0 or self._stopping.is_set():
                 break
             key = (family, queue_class)
+            if key in self._empty and not await self._has_work(family, queue_class):
+                self._idle[key] = time.monotonic()
+                continue  # an idle poll reads; it takes no write lock and no claim turn
             deficit = self._deficit.get(key, 0) + share * max(weight, 1)
             ask = min(deficit, free, self.stats.batch)
             done = self._take_results(self.settings.flush_max)
@@ -280,11 +286,16 @@ class Worker:
             except BaseException:
                 self._give_back(done)
                 raise
-            self._admit((time.perf_counter() - started) * 1000)
+            # admission reacts to the database's pace, not to waiting for the claim turn
+            # behind other processes (that wait shrank batches until claims were tiny)
+            self._admit((time.perf_counter() - started) * 1000 - self.store.turn_wait_ms)
             if done:
                 self._settle(done, lost)
-            if not got:
+            if got:
+                self._empty.discard(key)
+            else:
                 self._idle[key] = time.monotonic()
+                self._empty.add(key)
             self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
             for claimed in got:
                 live = self._live[claimed.id] = _Live(claimed)
@@ -293,6 +304,10 @@ class Worker:
             free -= len(got)
             total += len(got)
         return total
+
+    async def _has_work(self, family: str, queue_class: str) -> bool:
+        async with reading(self.engine) as conn:
+            return await self.store.has_claimable(conn, family, queue_class)
 
     def _admit(self, latency_ms: float) -> None:
         """Admission budget: halve the batch when claims get slow, recover additively."""
@@ -475,14 +490,16 @@ class Worker:
         async with self.engine.begin() as conn:
             for (family, epoch, token), ids in groups.items():
                 lost |= await self.store.renew(conn, family, epoch, token, ids)
+        really = 0
         for item_id in lost:
             if item_id not in self._live or self._live[item_id].finishing:
                 continue  # finished meanwhile: its outcome write decides, not this renewal
             gone = self._live.pop(item_id)
             gone.lost = True
-            self.stats.lost += 1
+            really += 1
             if gone.task is not None and not gone.task.done():
                 gone.task.cancel()
-        if lost:
-            log.warning("work.lease_lost", items=len(lost))
+        if really:  # (the rest were written while this renewal waited: not lost)
+            self.stats.lost += really
+            log.warning("work.lease_lost", items=really)
             self._slots.set()

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -22,33 +19,14 @@ from nexus.platform.db import create_engine, reading
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.platform.workqueue.tables import WorkTables, work_tables
 from tests.conftest import Backend
-from tests.support.work_worker import effect_tables
+from tests.support.work_worker import effect_tables, spawn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-ROOT = Path(__file__).resolve().parents[3]
 LEASE_MS = 1500
 
 
 def start_worker(url: str, prefix: str, sleep_ms: int) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.work_worker",
-            url,
-            prefix,
-            "me",
-            str(LEASE_MS),
-            str(sleep_ms),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "ready"
-    return process
+    return spawn(url, prefix, "me", LEASE_MS, sleep_ms).process
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

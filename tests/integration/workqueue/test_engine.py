@@ -333,6 +333,8 @@ async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Que
     assert {rows[i]["state"] for i in ids} == {PENDING}
     assert {rows[i]["attempt"] for i in ids} == {1}
     assert {rows[i]["lease_until"] for i in ids} == {None}
+    # the released items are claimable: hand them to nobody, or the next test's worker runs them
+    await transfer(queue.engine, queue.tables, family, "nobody", timeout_s=5, poll_s=0.05)
 
 
 async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_policy(
@@ -410,3 +412,28 @@ async def test_an_effect_and_its_completion_commit_together(queue: Queue) -> Non
         )
     assert sorted(marks) == sorted(f"fx-{i}" for i in ids)  # each effect exactly once
     assert worker.stats.retried == 1
+
+
+async def test_a_claimer_that_waits_for_another_gets_the_next_items(queue: Queue) -> None:
+    """Claimers of one queue take turns: the second reads its candidates after the first has
+    committed, so it claims the next items instead of waiting on the same rows to win none."""
+    family = queue.family()
+    await queue.enqueue([NewItem(family, "default", str(i)) for i in range(20)])
+    store = queue.store()
+    async with queue.engine.begin() as first:
+        epoch = (await store.admitted_families(first))[family]
+        taken = await store.claim(first, family, "default", epoch, 10)
+        second = asyncio.create_task(claim_in_own_transaction(queue, store, family, epoch, 10))
+        await asyncio.sleep(0.3)  # the second claimer is waiting for its turn
+        assert not second.done()
+    got = await asyncio.wait_for(second, 10)
+    assert len(taken) == 10
+    assert len(got) == 10
+    assert not {c.id for c in taken} & {c.id for c in got}
+
+
+async def claim_in_own_transaction(
+    queue: Queue, store: WorkStore, family: str, epoch: int, limit: int
+) -> list[Claimed]:
+    async with queue.engine.begin() as conn:
+        return await store.claim(conn, family, "default", epoch, limit)

@@ -1,0 +1,190 @@
+#!/usr/bin/env python
+"""Integration loops: stored receipts -> events + WorkItems (router), WorkItems -> AcceptCommand
+calls (executor).
+
+    .venv/bin/python bench/pipeline.py [--backend sqlite|mariadb] [--receipts 5000]
+                                       [--batch 64] [--lanes per-object|none]
+
+Receipts are stored as ingress stores them (group-committed rows with body snapshots), then
+one `ReceiptRouter` drains them (receipts/s), then one `Worker` with the `CommandExecutor`
+(64 calls in flight) delivers every command to a Runtime stand-in served by uvicorn in
+another process (`tests/support/runtime_stand_in.py`, 202 for everything), commands/s.
+`--lanes per-object` gives each receipt its own source lane and 50 target lanes (a route
+with `source` and `target_lane`); `none` maps commands without lanes. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from joserfc.jwk import ECKey
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from nexus.contracts.roles import LogicalService
+from nexus.integration.executor import CommandExecutor
+from nexus.integration.models import work
+from nexus.integration.repository import ReceiptRow, store_receipts
+from nexus.integration.route_service import apply_routes
+from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.integration.routes import parse_route_file
+from nexus.platform.db import create_engine
+from nexus.platform.http_client import internal_client
+from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.observability import configure_logging
+from nexus.platform.workload import WorkloadSigner
+from nexus.platform.workqueue.store import WorkStore
+from nexus.platform.workqueue.worker import Worker, WorkerSettings
+from tests.support.receipts import receipt_row
+
+ORG = "00D000000000001AAA"
+COMMAND = {
+    "op": "upsert",
+    "object": "Contact",
+    "external_id_field": "External_Id__c",
+    "fields": {"External_Id__c": "/data/id", "LastName": "/data/name"},
+}
+
+
+def routes() -> dict[str, Any]:
+    base = {"signature": {"scheme": "hmac", "header": "x-sig"}, "secrets": ["bench"]}
+    return {
+        "org_id": ORG,
+        "routes": [
+            base | {"connector": "bench", "route": "plain", "command": COMMAND},
+            base
+            | {
+                "connector": "bench",
+                "route": "laned",
+                "command": COMMAND,
+                "source": {
+                    "object_kind": {"pointer": "/object"},
+                    "object_id": {"pointer": "/data/id"},
+                },
+                "target_lane": "account:{/data/account}",
+            },
+        ],
+    }
+
+
+def receipt(n: int, route: str) -> ReceiptRow:
+    body = json.dumps(
+        {"object": "contact", "data": {"id": f"c-{n}", "name": f"N{n}", "account": f"a{n % 50}"}}
+    ).encode()
+    return receipt_row(org_id=ORG, connector="bench", route=route, body=body)
+
+
+def stand_in() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import uvicorn; from tests.support.runtime_stand_in import StandIn;"
+            f" uvicorn.run(StandIn().app(), port={port}, log_level='warning')",
+        ],
+        cwd=ROOT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            httpx.get(url, timeout=0.5)
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    return proc, url
+
+
+async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    engine = create_engine(url, application_name="bench-pipeline")
+    await upgrade_to_head(engine, LogicalService.INTEGRATION)
+    await apply_routes(engine, org_id=ORG, route_file=parse_route_file(routes()))
+    route = "laned" if args.lanes == "per-object" else "plain"
+    rows = [receipt(n, route) for n in range(args.receipts)]
+    for start in range(0, len(rows), 500):
+        async with engine.begin() as conn:
+            await store_receipts(conn, rows[start : start + 500])
+
+    router = ReceiptRouter(
+        engine, var_dir=Path(tempfile.mkdtemp()), settings=RouterSettings(batch=args.batch)
+    )
+    started = time.perf_counter()
+    while await router.step():
+        pass
+    routed_s = time.perf_counter() - started
+
+    proc, runtime_url = stand_in()
+    try:
+        client = internal_client(base_url=runtime_url, timeout_seconds=10, connections=64)
+        signer = WorkloadSigner("integration", ECKey.generate_key("P-256", private=True))
+        worker = Worker(
+            engine,
+            WorkStore(work, owner=EXECUTOR_OWNER),
+            CommandExecutor(client, signer, timeout_seconds=10),
+            WorkerSettings(concurrency=64, batch=64, idle_poll_ms=10, queue_refresh_ms=100),
+        )
+        started = time.perf_counter()
+        task = asyncio.create_task(worker.run())
+        while worker.stats.succeeded < args.receipts:  # noqa: ASYNC110 - polling a counter
+            await asyncio.sleep(0.02)
+        executed_s = time.perf_counter() - started
+        worker.stop()
+        await task
+        await client.aclose()
+    finally:
+        proc.terminate()
+        proc.wait()
+    await engine.dispose()
+    return {
+        "backend": args.backend,
+        "lanes": args.lanes,
+        "receipts": args.receipts,
+        "router_batch": args.batch,
+        "router_receipts_per_s": round(router.stats.materialized / routed_s),
+        "executor_commands_per_s": round(worker.stats.succeeded / executed_s),
+        "machine": f"{os.cpu_count()} cpu, load {os.getloadavg()[0]:.1f}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")
+    parser.add_argument("--receipts", type=int, default=5000)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--lanes", choices=["per-object", "none"], default="per-object")
+    args = parser.parse_args()
+    configure_logging(role="bench", level="warning", fmt="json")
+    server = None
+    if args.backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tempfile.mkdtemp(prefix='nexus-bench-pipe-')}/i.sqlite3"
+    else:
+        from tests.support.mariadb import find_server_binary, start_mariadb
+
+        binary = find_server_binary()
+        if binary is None:
+            raise SystemExit("mariadbd not found")
+        server = start_mariadb(binary)
+        url = server.create_database("bench_pipeline")
+    try:
+        print(json.dumps(asyncio.run(run(url, args))))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The integration role's background loops (`--loops=all`): receipt router and executor.
+
+Both run on the loops engine (`nexus-integration-loops`), never on the ingress pool, and each
+has its own concurrency budget: `integration_router_concurrency` router tasks (one batch in
+flight each) and one `Worker` over `integration_work` with `integration_executor_concurrency`
+AcceptCommand calls in flight. Ingress in the same process wakes the routers after each
+committed receipt batch. `stop()` drains: routers finish their batch, the worker stops
+claiming, gives running calls the grace period and releases the rest (pending again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.integration.executor import CommandExecutor
+from nexus.integration.models import work
+from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.platform.http_client import internal_client
+from nexus.platform.observability import get_logger
+from nexus.platform.settings import Settings
+from nexus.platform.workload import WorkloadSigner
+from nexus.platform.workqueue.store import WorkStore
+from nexus.platform.workqueue.worker import Worker, WorkerSettings
+
+log = get_logger(__name__)
+
+
+class IntegrationLoops:
+    def __init__(self, engine: AsyncEngine, settings: Settings, signer: WorkloadSigner) -> None:
+        cfg = settings.integration
+        self.grace_seconds = settings.core.shutdown_grace_seconds
+        router_settings = RouterSettings(
+            batch=cfg.integration_router_batch,
+            lease_ms=cfg.integration_router_lease_ms,
+            max_attempts=cfg.integration_router_max_attempts,
+            idle_poll_ms=cfg.integration_router_idle_poll_ms,
+            work_max_attempts=cfg.integration_executor_max_attempts,
+        )
+        self.routers = [
+            ReceiptRouter(
+                engine,
+                var_dir=settings.var_dir,
+                settings=router_settings,
+                failpoint=settings.core.failpoint,
+            )
+            for _ in range(cfg.integration_router_concurrency)
+        ]
+        concurrency = cfg.integration_executor_concurrency
+        self.client = internal_client(
+            base_url=settings.upstream_url("runtime-api"),
+            timeout_seconds=cfg.integration_executor_timeout_seconds,
+            connections=concurrency,
+        )
+        self.worker = Worker(
+            engine,
+            WorkStore(work, owner=EXECUTOR_OWNER, lease_ms=cfg.integration_executor_lease_ms),
+            CommandExecutor(
+                self.client, signer, timeout_seconds=cfg.integration_executor_timeout_seconds
+            ),
+            WorkerSettings(
+                concurrency=concurrency,
+                batch=cfg.integration_executor_batch,
+                idle_poll_ms=cfg.integration_executor_idle_poll_ms,
+                backoff_base_ms=cfg.integration_executor_backoff_base_ms,
+                backoff_cap_ms=cfg.integration_executor_backoff_cap_ms,
+                drain_timeout_s=self.grace_seconds,
+            ),
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    def start(self) -> None:
+        runs = [(f"receipt-router-{n}", r.run()) for n, r in enumerate(self.routers)]
+        runs.append(("command-executor", self.worker.run()))
+        for name, coroutine in runs:
+            task = asyncio.create_task(coroutine, name=name)
+            task.add_done_callback(self._ended)
+            self._tasks.append(task)
+        log.info("integration.loops_started", routers=len(self.routers))
+
+    def wake_router(self) -> None:
+        for router in self.routers:
+            router.wake()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if self._stopping or task.cancelled():
+            return
+        error = task.exception()
+        log.error(
+            "integration.loop_crashed",
+            loop=task.get_name(),
+            error_type=type(error).__name__ if error else None,
+        )
+
+    async def stop(self) -> None:
+        """Drain: stop claiming, let running work finish within the grace period."""
+        self._stopping = True
+        for router in self.routers:
+            router.stop()
+        self.worker.stop()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=self.grace_seconds + 5)
+            for task in pending:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.client.aclose()
+        log.info("integration.loops_stopped", **self.worker.stats.__dict__)

@@ -1,0 +1,284 @@
+"""Every statement of the receipt router: claim receipts, fence, write events, mark receipts.
+
+A router claim is a lease on receipt rows: `lease_token` (fresh per batch), `lease_owner`,
+`lease_until_ms`, and `next_attempt_at_ms` set to the lease expiry, so "claimable" is one
+range of `ix_ingress_receipt_router`: `router_status = 'received' AND next_attempt_at_ms <=
+db now` covers new receipts, retries that are due and leases that expired. Every later write
+carries `lease_token = :token AND router_status = 'received'`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from nexus.integration import models as m
+from nexus.integration.routes import ActiveRoute, RouteDeclaration
+from nexus.platform.db import db_now_ms, insert_ignore
+
+RECEIVED = "received"
+MATERIALIZED = "materialized"
+FAILED = "failed"
+MAX_ERROR = 300
+FIRST_EVENT = "-0"  # a receipt's first (so far only) event is `<receipt_id>-0`
+
+
+@dataclass(frozen=True)
+class ClaimedReceipt:
+    org_id: str
+    receipt_id: str
+    connector: str
+    route_key: str
+    provider_delivery_id: str
+    event_kind: str | None
+    received_at_ms: int
+    correlation: dict[str, str]
+    body_snapshot: bytes | None
+    body_ref: str | None
+    payload_sha256: str
+    attempts: int  # this claim included
+
+
+async def receipt_orgs(conn: AsyncConnection) -> list[str]:
+    """The orgs that have (or had) routes: receipts are claimed per org, along the index."""
+    rows = await conn.execute(select(m.route.c.org_id).distinct())
+    return sorted(str(r[0]) for r in rows)
+
+
+def _claimable() -> Any:
+    t = m.ingress_receipt
+    return (t.c.router_status == RECEIVED) & (t.c.next_attempt_at_ms <= db_now_ms())
+
+
+async def due_receipts(conn: AsyncConnection, *, org_id: str, limit: int) -> list[str]:
+    """Up to `limit` claimable receipt ids, oldest due first (a read: on SQLite an idle poll
+    never takes the write lock)."""
+    t = m.ingress_receipt
+    rows = await conn.execute(
+        select(t.c.receipt_id)
+        .where(t.c.org_id == org_id, _claimable())
+        .order_by(t.c.next_attempt_at_ms, t.c.receipt_id)
+        .limit(limit)
+    )
+    return [r[0] for r in rows]
+
+
+async def claim_receipts(
+    conn: AsyncConnection,
+    *,
+    org_id: str,
+    ids: Sequence[str],
+    token: str,
+    owner: str,
+    lease_ms: int,
+) -> list[ClaimedReceipt]:
+    """Claim those of `ids` that are still claimable under `token` (one UPDATE, CAS on the
+    claimable predicate); returns the winners' rows, oldest first."""
+    t = m.ingress_receipt
+    now = db_now_ms()
+    await conn.execute(
+        update(t)
+        .where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), _claimable())
+        .values(
+            lease_token=token,
+            lease_owner=owner[:128],
+            lease_until_ms=now + lease_ms,
+            next_attempt_at_ms=now + lease_ms,
+            router_attempts=t.c.router_attempts + 1,
+        )
+    )
+    rows = await conn.execute(
+        select(
+            t.c.receipt_id,
+            t.c.connector,
+            t.c.route_key,
+            t.c.provider_delivery_id,
+            t.c.event_kind,
+            t.c.received_at_ms,
+            t.c.correlation,
+            t.c.body_snapshot,
+            t.c.body_ref,
+            t.c.payload_sha256,
+            t.c.router_attempts,
+        ).where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token)
+    )
+    claimed = [
+        ClaimedReceipt(
+            org_id=org_id,
+            receipt_id=r.receipt_id,
+            connector=r.connector,
+            route_key=r.route_key,
+            provider_delivery_id=r.provider_delivery_id,
+            event_kind=r.event_kind,
+            received_at_ms=int(r.received_at_ms),
+            correlation=_correlation(r.correlation),
+            body_snapshot=r.body_snapshot,
+            body_ref=r.body_ref,
+            payload_sha256=r.payload_sha256,
+            attempts=int(r.router_attempts),
+        )
+        for r in rows
+    ]
+    return sorted(claimed, key=lambda c: (c.received_at_ms, c.receipt_id))
+
+
+def _correlation(raw: str | None) -> dict[str, str]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _held(org_id: str, token: str, ids: Sequence[str]) -> Any:
+    t = m.ingress_receipt
+    return (
+        (t.c.org_id == org_id)
+        & t.c.receipt_id.in_(list(ids))
+        & (t.c.lease_token == token)
+        & (t.c.router_status == RECEIVED)
+    )
+
+
+async def fence_receipts(
+    conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str], lease_ms: int
+) -> bool:
+    """First statement of a materialization: renew the leases of `ids` (taking their row
+    locks on MySQL until commit); False when any of them is no longer held under `token`."""
+    t = m.ingress_receipt
+    now = db_now_ms()
+    renewed = await conn.execute(
+        update(t)
+        .where(_held(org_id, token, ids))
+        .values(lease_until_ms=now + lease_ms, next_attempt_at_ms=now + lease_ms)
+    )
+    return renewed.rowcount == len(ids)
+
+
+async def held_receipts(
+    conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str]
+) -> set[str]:
+    t = m.ingress_receipt
+    rows = await conn.execute(select(t.c.receipt_id).where(_held(org_id, token, ids)))
+    return {r[0] for r in rows}
+
+
+async def current_routes(
+    conn: AsyncConnection, *, org_id: str
+) -> dict[tuple[str, str], ActiveRoute]:
+    """The org's active routes by (connector, route key), read in the caller's transaction."""
+    t = m.route
+    rows = await conn.execute(
+        select(t.c.version, t.c.body).where(t.c.org_id == org_id, t.c.active.is_(True))
+    )
+    routes = [
+        ActiveRoute(
+            org_id=org_id,
+            version=int(r.version),
+            declaration=RouteDeclaration.model_validate_json(r.body),
+        )
+        for r in rows
+    ]
+    return {route.key: route for route in routes}
+
+
+async def insert_events(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int
+) -> None:
+    """Immutable events; an event id that exists already is left as it is. (`now_ms` is the
+    database clock read by the caller: with only bound values the MySQL driver sends one
+    multi-row INSERT, with a SQL expression among them it sends one INSERT per row.)"""
+    if rows:
+        statement = insert_ignore(m.connector_event, conn.dialect.name)
+        await conn.execute(statement, [row | {"created_at_ms": now_ms} for row in rows])
+
+
+async def linked_work(
+    conn: AsyncConnection, *, org_id: str, event_ids: Sequence[str]
+) -> set[tuple[str, str]]:
+    """The (event id, work type) pairs that already have their WorkItem."""
+    if not event_ids:
+        return set()
+    t = m.event_work
+    rows = await conn.execute(
+        select(t.c.event_id, t.c.work_type).where(
+            t.c.org_id == org_id, t.c.event_id.in_(list(event_ids))
+        )
+    )
+    return {(r[0], r[1]) for r in rows}
+
+
+async def link_work(conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int) -> None:
+    """(event id, work type) -> work id; the primary key refuses a second WorkItem."""
+    if rows:
+        await conn.execute(m.event_work.insert(), [row | {"created_at_ms": now_ms} for row in rows])
+
+
+async def mark_materialized(
+    conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str]
+) -> None:
+    """Receipts done, each into its one event `<receipt_id>-0` (the event ids are written
+    by the database, so one statement serves the batch); the lease closes, the token stays
+    for audit."""
+    if not ids:
+        return
+    t = m.ingress_receipt
+    await conn.execute(
+        update(t)
+        .where(_held(org_id, token, ids))
+        .values(
+            router_status=MATERIALIZED,
+            materialized_event_ids=literal('["') + t.c.receipt_id + literal(f'{FIRST_EVENT}"]'),
+            lease_until_ms=None,
+            error=None,
+        )
+    )
+
+
+async def mark_failed(
+    conn: AsyncConnection, *, org_id: str, token: str, errors: dict[str, str]
+) -> None:
+    """Terminal routing failures with their sanitized reason."""
+    if errors:
+        await conn.execute(
+            _holder_update(org_id, token).values(
+                router_status=FAILED, error=bindparam("b_error"), lease_until_ms=None
+            ),
+            [{"b_id": rid, "b_error": error[:MAX_ERROR]} for rid, error in errors.items()],
+        )
+
+
+async def mark_retry(
+    conn: AsyncConnection, *, org_id: str, token: str, retries: dict[str, tuple[int, str]]
+) -> None:
+    """Transient failures: due again after their delay, lease given up, reason kept."""
+    if not retries:
+        return
+    await conn.execute(
+        _holder_update(org_id, token).values(
+            next_attempt_at_ms=db_now_ms() + bindparam("b_delay"),
+            error=bindparam("b_error"),
+            lease_token=None,
+            lease_owner=None,
+            lease_until_ms=None,
+        ),
+        [
+            {"b_id": rid, "b_delay": delay, "b_error": error[:MAX_ERROR]}
+            for rid, (delay, error) in retries.items()
+        ],
+    )
+
+
+def _holder_update(org_id: str, token: str) -> Any:
+    t = m.ingress_receipt
+    return update(t).where(
+        t.c.org_id == org_id,
+        t.c.receipt_id == bindparam("b_id"),
+        t.c.lease_token == token,
+        t.c.router_status == RECEIVED,
+    )

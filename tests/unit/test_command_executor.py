@@ -1,0 +1,153 @@
+"""The executor's AcceptCommand call and how it classifies answers, against a Runtime stand-in
+served over real HTTP (`tests/support/runtime_stand_in.py`; the contract is
+`nexus.contracts.commands`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from joserfc import jwt
+from joserfc.jwk import ECKey
+
+from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
+from nexus.integration.executor import CommandExecutor
+from nexus.platform.http_client import internal_client
+from nexus.platform.workload import DEADLINE_HEADER, WORKLOAD_HEADER, WorkloadSigner
+from nexus.platform.workqueue.store import Claimed
+from nexus.platform.workqueue.worker import Retryable, Terminal
+from tests.support.runtime_stand_in import StandIn
+from tests.support.servers import closed_port_url, serving
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ORG = "00D000000000001AAA"
+KEY = ECKey.generate_key("P-256", private=True)
+TIMEOUT = 0.5
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def runtime() -> AsyncIterator[StandIn]:
+    stand_in = StandIn(slow_seconds=TIMEOUT * 3)
+    async with serving(stand_in.app()) as url:
+        stand_in.url = url
+        yield stand_in
+
+
+def item(external_id: str, *, work_id: str | None = None) -> Claimed:
+    work_id = work_id or f"work-{external_id}"
+    request = AcceptCommandRequest(
+        org_id=ORG,
+        message_id=work_id,
+        command=RecordCommand(
+            op="upsert",
+            object="Contact",
+            external_id_field="External_Id__c",
+            external_id=external_id,
+            fields={"External_Id__c": external_id, "LastName": "Ada"},
+        ),
+        correlation={"event_id": "e-1", "receipt_id": "r-1", "delivery_id": "d-1"},
+    )
+    return Claimed(
+        id=work_id,
+        family="routes:demo",
+        queue_class="contacts",
+        token="t" * 32,
+        epoch=1,
+        attempt=1,
+        max_attempts=5,
+        payload=request.model_dump_json(),
+        lane_key=None,
+        lane_seq=None,
+        target_key=None,
+    )
+
+
+async def call(url: str, claimed: Claimed) -> Exception | None:
+    async with internal_client(base_url=url, timeout_seconds=TIMEOUT, connections=4) as client:
+        executor = CommandExecutor(
+            client, WorkloadSigner("integration", KEY), timeout_seconds=TIMEOUT
+        )
+        try:
+            await executor(claimed)
+        except (Retryable, Terminal) as exc:
+            return exc
+    return None
+
+
+async def test_202_is_success_and_a_repeat_is_a_duplicate_success(runtime: StandIn) -> None:
+    assert await call(runtime.url, item("ok-1")) is None
+    assert await call(runtime.url, item("ok-1")) is None  # Runtime dedupes on the message id
+    first, again = runtime.calls[-2:]
+    assert first["body"] == again["body"]
+    assert first["body"]["message_id"] == "work-ok-1"
+    assert first["body"]["correlation"] == {
+        "event_id": "e-1",
+        "receipt_id": "r-1",
+        "delivery_id": "d-1",
+    }
+
+
+async def test_each_call_carries_a_fresh_workload_token_and_a_deadline(runtime: StandIn) -> None:
+    before = int(time.time() * 1000)
+    await call(runtime.url, item("ok-2"))
+    await call(runtime.url, item("ok-3"))
+    tokens = [c["headers"][WORKLOAD_HEADER] for c in runtime.calls[-2:]]
+    assert tokens[0] != tokens[1]
+    public = ECKey.import_key(KEY.as_pem(private=False))
+    claims = jwt.decode(tokens[0], public, algorithms=["ES256"]).claims
+    assert (claims["iss"], claims["aud"]) == ("integration", "runtime-api")
+    deadline = int(runtime.calls[-1]["headers"][DEADLINE_HEADER])
+    assert before + TIMEOUT * 1000 <= deadline <= int(time.time() * 1000) + TIMEOUT * 1000
+
+
+@pytest.mark.parametrize(
+    ("external_id", "kind", "message", "delay_ms"),
+    [
+        ("bad-1", Terminal, "Runtime answered 400 VALIDATION_ERROR", None),
+        ("conflict-1", Terminal, "Runtime answered 409 IDEMPOTENCY_CONFLICT", None),
+        ("busy-1", Retryable, "Runtime answered 503 UNAVAILABLE", 7000),
+        ("flagged-1", Retryable, "Runtime answered 400 STALE_METADATA", None),  # body decides
+        ("expired-1", Retryable, "Runtime answered 401 UNAUTHENTICATED", None),
+        ("html-1", Retryable, "Runtime answered 502", None),
+    ],
+)
+async def test_error_answers_are_classified_by_the_contract(
+    runtime: StandIn, external_id: str, kind: type[Exception], message: str, delay_ms: int | None
+) -> None:
+    failure = await call(runtime.url, item(external_id))
+    assert isinstance(failure, kind)
+    assert str(failure) == message  # status and code only: never Runtime's message text
+    assert getattr(failure, "delay_ms", None) == delay_ms
+
+
+async def test_a_timeout_after_sending_is_retried_under_the_same_message_id(
+    runtime: StandIn,
+) -> None:
+    failure = await call(runtime.url, item("slow-1"))
+    assert isinstance(failure, Retryable)
+    assert str(failure) == (
+        "no answer from Runtime within 0.5s (SocketTimeoutError); "
+        "sent again under the same message id"
+    )
+    assert runtime.calls[-1]["body"]["message_id"] == "work-slow-1"  # it did arrive
+
+
+async def test_an_unreachable_runtime_is_retryable() -> None:
+    failure = await call(closed_port_url(), item("ok-9"))
+    assert isinstance(failure, Retryable)
+    assert str(failure) == "Runtime unreachable (ConnectionRefusedError)"
+
+
+async def test_a_corrupt_work_item_is_terminal_and_sends_nothing(runtime: StandIn) -> None:
+    calls = len(runtime.calls)
+    broken = await call(runtime.url, dataclasses.replace(item("ok-5"), payload="{"))
+    assert isinstance(broken, Terminal)
+    assert str(broken) == "the work item does not hold a valid command"
+    mismatched = await call(runtime.url, dataclasses.replace(item("ok-6"), id="w-7"))
+    assert isinstance(mismatched, Terminal)
+    assert str(mismatched) == "the work item's command carries another message id"
+    assert len(runtime.calls) == calls
