@@ -49,6 +49,13 @@ from tests.support.mariadb import find_server_binary, start_mariadb
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to report cost per command even
+    on a machine shared with other load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else 0.0
@@ -139,13 +146,14 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
                 queue.get_nowait()
                 latencies.append(await sender.send())
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds(api.pid)
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - started
         result["accept"] = phase = {
             "commands": args.commands,
             "clients": args.clients,
             "per_second": round(args.commands / elapsed, 1),
+            "api_cpu_ms_per_command": round((cpu_seconds(api.pid) - cpu) * 1000 / args.commands, 2),
             "p50_ms": round(percentile(latencies, 0.5), 2),
             "p99_ms": round(percentile(latencies, 0.99), 2),
         }
@@ -154,13 +162,16 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
         env = {"NEXUS_INBOX_CONCURRENCY": str(args.concurrency), "NEXUS_LOG_LEVEL": "warning"}
         worker = start_worker(db, logs / "worker.log", **env)
         try:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds(worker.process.pid)
             while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
                 await asyncio.sleep(0.05)
             elapsed = time.perf_counter() - started
             result["burn_down"] = phase = {
                 "concurrency": args.concurrency,
                 "per_second": round(args.commands / elapsed, 1),
+                "worker_cpu_ms_per_command": round(
+                    (cpu_seconds(worker.process.pid) - cpu) * 1000 / args.commands, 2
+                ),
             }
             print("burn_down", json.dumps(phase), file=sys.stderr, flush=True)
 

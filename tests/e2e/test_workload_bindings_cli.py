@@ -18,7 +18,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     """SQLite only: the CLI is the subject here (the binding SQL runs on both backends in
     tests/integration/runtime/test_commands.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
-    env.update(NEXUS_VAR_DIR=str(tmp_path / "var"), NEXUS_BOOTSTRAP_ADMIN_PASSWORD="cli-pw-123")
+    env.update(
+        NEXUS_VAR_DIR=str(tmp_path / "var"), NEXUS_BOOTSTRAP_ADMIN_PASSWORD="cli-admin-pw-123"
+    )
     assert run(env, "migrate", "--service", "runtime").returncode == 0
     return env
 
