@@ -3,7 +3,7 @@
 worker processes (real `Worker`s: batch CAS claims, micro-batched fenced completions).
 
     .venv/bin/python bench/workqueue.py [--items 100000] [--procs 1 2 4] [--backend sqlite|mariadb]
-        [--lanes]   # 20% of items on 10 target lanes and 1,000 source lanes
+        [--lanes]   # 20% of items on 1,000 source lanes, half of those also on 10 target lanes
 
 Each run seeds a fresh queue, starts the processes, and times from the moment every process
 is ready until the database says no item is pending or processing. Checks afterwards that
@@ -59,8 +59,10 @@ async def seed(url: str, items: int, lanes: bool) -> None:
                     FAMILY,
                     "default",
                     "{}",
-                    lane_key=f"source-{i % 1000}" if laned else None,
-                    target_key=f"target-{i % 10}" if laned and i % 10 == 0 else None,
+                    # (i // 5) and (i // 10): `i % 1000` and `i % 10` of these i put every
+                    # target item on one key and the laned items on 200 lanes
+                    lane_key=f"source-{(i // 5) % 1000}" if laned else None,
+                    target_key=f"target-{(i // 10) % 10}" if laned and i % 10 == 0 else None,
                 )
             )
         async with engine.begin() as conn:
