@@ -63,6 +63,18 @@ def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return result
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`mariadb_only` tests are not collected for SQLite (deselected, never skipped)."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        sqlite = callspec is not None and callspec.params.get("backend") == "sqlite"
+        (dropped if sqlite and item.get_closest_marker("mariadb_only") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say plainly how many MariaDB-backed tests ran, so a silent skip cannot pass unseen."""
     counts: dict[str, int] = {}

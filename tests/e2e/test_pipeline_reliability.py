@@ -304,11 +304,10 @@ async def test_runtime_down_for_30_seconds_loses_and_doubles_nothing(stack: Stac
     )
 
 
+@pytest.mark.mariadb_only
 async def test_a_mariadb_restart_mid_run_leaves_every_acknowledged_delivery_once(
     stack: Stack, request: pytest.FixtureRequest
 ) -> None:
-    if stack.backend.name != "mariadb":
-        pytest.skip("a database server restart applies to MariaDB only")
     server: MariaDB = request.getfixturevalue("mariadb_server")
     integration = stack.roles["integration"]
     before_work = await stack.work_states()
