@@ -150,6 +150,7 @@ class Worker:
         self._results: asyncio.Queue[tuple[Claimed, Outcome]] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._slots = asyncio.Event()
+        self._lane_moved = asyncio.Event()  # an item on a lane finished here: its next may run
         self._queues = _Queues()
         self._deficit: dict[tuple[str, str], int] = {}
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
@@ -161,6 +162,7 @@ class Worker:
     def stop(self) -> None:
         self._stopping.set()
         self._slots.set()
+        self._lane_moved.set()
 
     async def run(self) -> None:
         completer = asyncio.create_task(self._complete_loop(), name="work-completer")
@@ -211,6 +213,7 @@ class Worker:
                 self._slots.clear()
                 await self._slots.wait()
                 continue
+            self._lane_moved.clear()
             try:
                 await self._refresh_queues()
                 await self._sweep()
@@ -219,8 +222,9 @@ class Worker:
                 log.warning("work.poll_failed", error=type(exc).__name__)
                 claimed = 0
                 await self._sleep(1.0)
-            if claimed == 0:
-                await self._sleep(settings.idle_poll_ms / 1000)
+            if claimed == 0:  # until the next poll, or until a lane moves here
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._lane_moved.wait(), settings.idle_poll_ms / 1000)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -372,6 +376,7 @@ class Worker:
             log.warning("work.lease_lost_at_completion", items=1)
         else:
             self._count(claimed, outcome)
+            self._moved(claimed)
         self._slots.set()
 
     def _failure(
@@ -453,9 +458,19 @@ class Worker:
                 self.stats.lost += 1
                 continue
             self._count(claimed, outcome)
+            self._moved(claimed)
         if lost:
             log.warning("work.lease_lost_at_completion", items=len(lost))
         self._slots.set()
+
+    def _moved(self, claimed: Claimed) -> None:
+        """A lane item's outcome is committed: the next item of its source lane, or of its
+        target lane, may be claimable now, and this poller is the first to know."""
+        if claimed.lane_key is not None or claimed.target_key is not None:
+            key = (claimed.family, claimed.queue_class)
+            self._idle.pop(key, None)  # no rest for its queue, and no look before the claim
+            self._empty.discard(key)
+            self._lane_moved.set()
 
     def _count(self, claimed: Claimed, outcome: Outcome) -> None:
         state = effective(claimed, outcome).state

@@ -175,7 +175,7 @@ async def run(db: tuple[AsyncEngine, str], tmp_path_factory: pytest.TempPathFact
     }
     folder = tmp_path_factory.mktemp("reliability")
     options = ("--complete-in", "--record", str(folder / "executions.jsonl"))
-    tuning = ("--idle-poll-ms", "5", "--flush-ms", "1", "--batch", "16", "--concurrency", "16")
+    tuning = ("--idle-poll-ms", "20", "--flush-ms", "1", "--batch", "16", "--concurrency", "16")
     workers = [
         spawn(url, prefix, "me", LEASE_MS, 0, *options, *tuning, stderr=folder / f"w{n}.log")
         for n in range(3)
