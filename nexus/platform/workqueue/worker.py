@@ -9,7 +9,10 @@
     executors  run the handler (at most `concurrency` at once); the outcome goes to the
                completer, never straight to the database
     completer  writes outcomes in micro-batches (every few ms or N results), one statement
-               per (token, outcome state); a lost lease is dropped, never recorded
+               per (token, outcome state); a lost lease is dropped, never recorded. On SQLite
+               the poller carries the outcomes in its claim transaction instead (writers take
+               turns there anyway: one transaction, not two); a server database writes them
+               on the completer's own connection, alongside the claims
     heartbeat  renews every live lease once per lease/3 (one statement per token); an item
                whose lease was lost is cancelled locally and records nothing
 
@@ -156,6 +159,7 @@ class Worker:
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
         self._empty: set[tuple[str, str]] = set()  # found empty by their last claim
         self._turn = 0
+        self._ride_along = engine.dialect.name == "sqlite"  # outcomes in claim transactions
         self._swept_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -279,7 +283,7 @@ class Worker:
                 continue  # an idle poll reads; it takes no write lock and no claim turn
             deficit = self._deficit.get(key, 0) + share * max(weight, 1)
             ask = min(deficit, free, self.stats.batch)
-            done = self._take_results(self.settings.flush_max)
+            done = self._take_results(self.settings.flush_max) if self._ride_along else []
             started = time.perf_counter()
             try:  # finished outcomes ride along in the claim transaction
                 async with self.engine.begin() as conn:
