@@ -13,6 +13,7 @@ from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
@@ -75,6 +76,7 @@ async def _resume_when_migrated(state: ServiceState) -> None:
                     log.info("metadata.resumed", applies=len(completed))
                 return
         except Exception as exc:  # noqa: BLE001  (keep trying; readiness reports the cause)
+            unless_cancelled()
             log.warning("metadata.resume_deferred", error=type(exc).__name__)
         await asyncio.sleep(RESUME_RETRY_SECONDS)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,6 +13,8 @@ import httpx
 import uvicorn
 
 from nexus.platform.serving import server_config
+
+SHUTDOWN_SECONDS = 60.0
 
 
 @asynccontextmanager
@@ -33,8 +36,23 @@ async def serving(app: Any) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        await task
-        sock.close()
+        try:
+            async with asyncio.timeout(SHUTDOWN_SECONDS):
+                await asyncio.shield(task)
+        except TimeoutError:  # a shutdown that hangs fails the test, naming what it waits on
+            stuck = _tasks()
+            raise AssertionError(
+                f"the app did not stop in {SHUTDOWN_SECONDS:.0f} s:\n{stuck}"
+            ) from None
+        finally:
+            sock.close()
+
+
+def _tasks() -> str:
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        task.print_stack(limit=12, file=out)
+    return out.getvalue()
 
 
 def closed_port_url() -> str:

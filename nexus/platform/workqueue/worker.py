@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import (
     DEAD,
     OUTCOME_UNKNOWN,
@@ -223,6 +224,7 @@ class Worker:
                 await self._sweep()
                 claimed = await self._claim_round(free)
             except Exception as exc:  # noqa: BLE001 - the database is down or busy: back off
+                unless_cancelled()
                 log.warning("work.poll_failed", error=type(exc).__name__)
                 claimed = 0
                 await self._sleep(1.0)
@@ -415,6 +417,7 @@ class Worker:
                         lost = await self._write_outcomes(conn, batch)
                     break
                 except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are renewed
+                    unless_cancelled()
                     log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
@@ -495,6 +498,7 @@ class Worker:
             try:
                 await self._renew()
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                unless_cancelled()
                 log.warning("work.heartbeat_failed", error=type(exc).__name__)
 
     async def _renew(self) -> None:

@@ -22,6 +22,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.platform.db import create_engine, session_factory
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
@@ -115,6 +116,7 @@ class InboxLoop:
                     return
                 raise RuntimeError("the inbox worker stopped by itself")
             except Exception as exc:  # noqa: BLE001 - say so on /readyz, then start over
+                unless_cancelled()
                 self.state = f"restarting after {type(exc).__name__}"
                 log.error("inbox.loop_failed", error=type(exc).__name__)
                 await self._pause(RESTART_SECONDS)
@@ -126,6 +128,7 @@ class InboxLoop:
                     return
                 self.state = "waiting for migrations"
             except Exception as exc:  # noqa: BLE001 - the database is not reachable yet
+                unless_cancelled()
                 self.state = f"waiting for the database ({type(exc).__name__})"
             await self._pause(SCHEMA_POLL_SECONDS)
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy import update
 
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.store import Claimed
@@ -100,6 +101,7 @@ class OutboxRunner:
                 await self._register_queues()
                 break
             except Exception as exc:  # noqa: BLE001 - not migrated yet or unreachable: retry
+                unless_cancelled()
                 log.warning("outbox.start_deferred", error=type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), START_RETRY_SECONDS)
