@@ -150,11 +150,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # was installed before it started: make that a no-op so a drained stop exits 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: None)
-    server.run(sockets=[sock])
+    tls = _gateway_tls(settings, role, host)
+    if tls is None:
+        server.run(sockets=[sock])
+    else:
+        from nexus.platform.serving import serve_with_tls
+
+        grace = int(settings.core.shutdown_grace_seconds)
+        tls_options = {"lifespan": "off", "timeout_graceful_shutdown": grace, **tls[1]}
+        tls_server = uvicorn.Server(server_config(app, **tls_options))
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(serve_with_tls(server, sock, tls_server, tls[0]))
     if not server.started:
         return EXIT_FAILURE
     get_logger("nexus.serve").info("role.stopped")
     return 0
+
+
+def _gateway_tls(
+    settings: Settings, role: Role, host: str
+) -> tuple[socket.socket, dict[str, str]] | None:
+    """The gateway's HTTPS socket and uvicorn TLS options, when a certificate and key are set."""
+    gw = settings.gateway
+    if role is not Role.GATEWAY or gw.gateway_tls_cert_file is None:
+        return None
+    if gw.gateway_tls_key_file is None:
+        raise CliError("NEXUS_GATEWAY_TLS_CERT_FILE needs NEXUS_GATEWAY_TLS_KEY_FILE")
+    for path in (gw.gateway_tls_cert_file, gw.gateway_tls_key_file):
+        if not path.is_file():
+            raise CliError(f"no TLS file at {path}")
+    options = {"ssl_certfile": str(gw.gateway_tls_cert_file)}
+    options["ssl_keyfile"] = str(gw.gateway_tls_key_file)
+    return bind_socket(host, settings.gateway_tls_port), options
 
 
 # ---------------------------------------------------------------------------- migrate
@@ -246,7 +273,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     var_dir.mkdir(parents=True, exist_ok=True)
     for role, _ in STACK:
         bind_socket(settings.core.host, settings.port_for(role)).close()
+    bind_socket(settings.core.host, settings.gateway_tls_port).close()
     ensure_local_secrets(var_dir, [_child_name(role, app) for role, app in STACK])
+    tls_env, ca_file = _local_tls(settings, var_dir)
     services = sorted({s for s in ROLE_SERVICE.values() if s is not None})
     for line in asyncio.run(_migrate(settings, services)):
         log.info("migrate.done", state=line)
@@ -256,7 +285,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda signum, _frame: stop_signal.append(signum))
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop_signal.append(signum))
     supervisor = Supervisor(
-        log_dir=var_dir / "logs", env=dict(os.environ, NEXUS_VAR_DIR=str(var_dir))
+        log_dir=var_dir / "logs", env=dict(os.environ, NEXUS_VAR_DIR=str(var_dir), **tls_env)
     )
     supervisor.start(
         [Child(name=_child_name(role, app), argv=_serve_argv(role, app)) for role, app in STACK]
@@ -265,6 +294,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         url = f"http://{settings.core.host}:{settings.port_for(Role.GATEWAY)}"
         if _wait_until_ready(supervisor, url, args.ready_timeout, stop_signal, var_dir):
+            tls_url = f"https://{settings.core.host}:{settings.gateway_tls_port}"
+            print(f"HTTPS at {tls_url}  (CA: {ca_file or 'your own'})", flush=True)
             print(f"Nexus is ready at {url}  (Ctrl-C to stop)", flush=True)
         while not stop_signal:
             dead = supervisor.first_exited()
@@ -281,6 +312,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
         log.info("stack.stopped")
     return code
+
+
+def _local_tls(settings: Settings, var_dir: Path) -> tuple[dict[str, str], Path | None]:
+    """The gateway's certificate settings: the configured ones, or a local CA's certificate
+    (made on first start); and the CA file clients trust (None for a configured certificate)."""
+    from nexus.platform.tls import ensure_local_tls
+
+    if settings.gateway.gateway_tls_cert_file is not None:
+        return {}, None
+    files = ensure_local_tls(var_dir)
+    env = {"NEXUS_GATEWAY_TLS_CERT_FILE": str(files.cert)}
+    env["NEXUS_GATEWAY_TLS_KEY_FILE"] = str(files.key)
+    return env, files.ca_cert
 
 
 def _child_name(role: Role, app: str | None) -> str:

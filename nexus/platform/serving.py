@@ -12,6 +12,7 @@ uvicorn's flow control (pause/resume writing on the real transport) still bounds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import uvicorn
@@ -92,3 +93,34 @@ def server_config(app: Any, **options: Any) -> uvicorn.Config:
         "http": OneWriteHttpProtocol,
     }
     return uvicorn.Config(app, **(defaults | options))
+
+
+async def serve_with_tls(
+    server: uvicorn.Server,
+    sock: Any,
+    tls_server: uvicorn.Server,
+    tls_sock: Any,
+) -> None:
+    """Serve one app over plain HTTP (`server`, which owns the lifespan and the signals) and
+    over HTTPS (`tls_server`, lifespan off), in one event loop. HTTPS opens once the app has
+    started and stops when the plain server is asked to stop."""
+    tls_server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # one owner
+
+    async def follow() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.02)
+        tls_task = asyncio.create_task(tls_server.serve(sockets=[tls_sock]))
+        # uvicorn's stop request is a plain flag: there is no event to wait on
+        while not server.should_exit and not tls_task.done():  # noqa: ASYNC110 - see above
+            await asyncio.sleep(0.1)
+        tls_server.should_exit = True
+        await tls_task
+
+    follower = asyncio.create_task(follow())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        server.should_exit = True
+        await follower

@@ -22,6 +22,7 @@ from nexus.contracts.roles import ROLE_PORT_OFFSET, LogicalService, Role
 ENV_PREFIX = "NEXUS_"
 SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql")
 MAX_PORT = 65535
+TLS_PORT_OFFSET = 443
 
 
 class SettingsError(Exception):
@@ -87,6 +88,11 @@ class GatewaySettings(BaseSettings):
     gateway_upstream_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
     gateway_connect_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0
     gateway_readiness_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 2.0
+    #: HTTPS beside plain HTTP when a certificate and key are given (`nexus up` makes local
+    #: ones); the port defaults to port base + 443 (8443).
+    gateway_tls_port: Annotated[int, Field(ge=1, le=MAX_PORT)] | None = None
+    gateway_tls_cert_file: Path | None = None
+    gateway_tls_key_file: Path | None = None
 
 
 class UpstreamSettings(BaseSettings):
@@ -248,6 +254,10 @@ class Settings:
 
     def port_for(self, role: Role) -> int:
         return self.core.port_base + ROLE_PORT_OFFSET[role]
+
+    @property
+    def gateway_tls_port(self) -> int:
+        return self.gateway.gateway_tls_port or self.core.port_base + TLS_PORT_OFFSET
 
     @property
     def public_base_url(self) -> str:

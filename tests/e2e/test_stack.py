@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from nexus.contracts.roles import ROLE_PORT_OFFSET, LogicalService, Role
+from nexus.platform.settings import TLS_PORT_OFFSET
 from nexus.platform.supervisor import pid_alive
 from tests.conftest import Backend
 
@@ -37,10 +38,10 @@ def free_port_base() -> int:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             base = probe.getsockname()[1]
-        if base + len(ROLE_PORT_OFFSET) > 65000:
+        if base + TLS_PORT_OFFSET > 65000:
             continue
         try:
-            for offset in range(len(ROLE_PORT_OFFSET)):
+            for offset in [*range(len(ROLE_PORT_OFFSET)), TLS_PORT_OFFSET]:
                 with socket.socket() as sock:
                     sock.bind(("127.0.0.1", base + offset))
         except OSError:
