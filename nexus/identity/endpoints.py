@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from nexus.contracts.errors import BadRequest, Forbidden, Unauthorized, UpstreamTimeout
+from nexus.contracts.errors import BadRequest, Forbidden, NotFound, Unauthorized, UpstreamTimeout
 from nexus.contracts.identity import TrustedCall
 from nexus.identity import service
 from nexus.identity.delegation import (
@@ -298,6 +298,48 @@ async def userinfo(caller: Caller, state: State) -> dict[str, Any]:
         "locale": user["locale"],
         "zoneinfo": user["time_zone"],
         "active": bool(user["is_active"]),
+    }
+
+
+@router.get("/id/{org_id}/{user_id}")
+async def identity_document(
+    org_id: str, user_id: str, caller: Caller, state: State
+) -> dict[str, Any]:
+    """The identity URL of the token response (`id`): who this user is, in the caller's org."""
+    if org_id != caller.org_id:
+        raise Forbidden("not your organization", code="INSUFFICIENT_ACCESS")
+    async with unit_of_work(state.sessions, readonly=True) as session:
+        user = await IdentityRepository(session).user(caller.org_id, user_id)
+    if user is None:
+        raise NotFound("no such user")
+    issuer = state.cfg.issuer
+    rest = "/services/data/v{version}/"
+    return {
+        "id": f"{issuer}/id/{org_id}/{user_id}",
+        "asserted_user": user_id == caller.user_id,
+        "user_id": user["user_id"],
+        "organization_id": user["org_id"],
+        "username": user["username"],
+        "nick_name": user["username"],
+        "display_name": user["display_name"],
+        "email": user["email"],
+        "email_verified": False,
+        "first_name": None,
+        "last_name": user["display_name"],
+        "timezone": user["time_zone"],
+        "active": bool(user["is_active"]),
+        "user_type": "STANDARD",
+        "language": user["locale"],
+        "locale": user["locale"],
+        "utcOffset": 0,
+        "is_app_installed": True,
+        "urls": {
+            "rest": f"{issuer}{rest}",
+            "sobjects": f"{issuer}{rest}sobjects/",
+            "search": f"{issuer}{rest}search/",
+            "query": f"{issuer}{rest}query/",
+            "profile": f"{issuer}/{user_id}",
+        },
     }
 
 

@@ -95,6 +95,14 @@ class GatewaySettings(BaseSettings):
     gateway_tls_key_file: Path | None = None
 
 
+class ApiSettings(BaseSettings):
+    """The public API dialects (sfcrm): per-user daily request limit (`REQUEST_LIMIT_EXCEEDED`)."""
+
+    model_config = _config()
+
+    api_daily_request_limit: Annotated[int, Field(ge=1)] = 100_000
+
+
 class UpstreamSettings(BaseSettings):
     """Where the other roles listen; unset means loopback at port base + offset."""
 
@@ -221,6 +229,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     DatabaseSettings,
     LogSettings,
     GatewaySettings,
+    ApiSettings,
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
@@ -247,6 +256,7 @@ class Settings:
     integration: IntegrationSettings
     outbox: OutboxSettings
     inbox: InboxSettings
+    api: ApiSettings
 
     @property
     def var_dir(self) -> Path:
@@ -336,4 +346,5 @@ def load_settings(**overrides: Any) -> Settings:
         integration=_build(IntegrationSettings, overrides),
         outbox=_build(OutboxSettings, overrides),
         inbox=_build(InboxSettings, overrides),
+        api=_build(ApiSettings, overrides),
     )

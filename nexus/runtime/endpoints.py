@@ -39,7 +39,7 @@ from nexus.runtime.query.engine import (
 from nexus.runtime.query.list_views import run_list_view, to_soql
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
-from nexus.runtime.records.read import read_selected, record_access
+from nexus.runtime.records.read import read_by_external_id, read_selected, record_access
 from nexus.runtime.search.engine import search_current
 
 router = APIRouter(prefix="/internal/v1/runtime")
@@ -145,11 +145,15 @@ RecordsCaller = Annotated[TrustedCall, Depends(internal_call("runtime.records"))
 
 
 class ReadRequest(BaseModel):
+    """One record by id, or by an external id field of `object` (`external_id_field`)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=15, max_length=18)
+    id: str | None = Field(default=None, min_length=15, max_length=18)
     object: str | None = None
     fields: list[str] | None = Field(default=None, max_length=500)
+    external_id_field: str | None = Field(default=None, max_length=80)
+    external_id: str | None = Field(default=None, max_length=255)
 
 
 class AccessRequest(BaseModel):
@@ -178,6 +182,20 @@ async def records_mutate(
 @router.post("/records/read", response_model=RecordData)
 async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
     async with _use_case(request, caller, readonly=True) as (session, view, access):
+        if body.external_id_field is not None:
+            if body.object is None or body.external_id is None or body.id is not None:
+                raise BadRequest("an external id read names object, field and value, no id")
+            return await read_by_external_id(
+                session,
+                view=view,
+                access=access,
+                object_name=body.object,
+                field_name=body.external_id_field,
+                value=body.external_id,
+                fields=body.fields,
+            )
+        if body.id is None:
+            raise BadRequest("give id, or external_id_field and external_id")
         return await read_selected(
             session,
             view=view,

@@ -63,10 +63,13 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def running_stack(
-    tmp_path: Path, backend: Backend | None = None, **extra_env: str
+    tmp_path: Path, backend: Backend | None = None, *, https_issuer: bool = False, **extra_env: str
 ) -> Iterator[tuple[subprocess.Popen[str], int, float]]:
-    """`nexus up` on free ports; yields (process, port base, seconds until ready)."""
+    """`nexus up` on free ports; yields (process, port base, seconds until ready).
+    `https_issuer`: tokens name the gateway's HTTPS port (port base + 443) as instance URL."""
     base = free_port_base()
+    if https_issuer:
+        extra_env["NEXUS_PUBLIC_BASE_URL"] = f"https://127.0.0.1:{base + TLS_PORT_OFFSET}"
     env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base), **extra_env)
     if backend is not None and backend.name == "mariadb":
         env.update(backend.env())

@@ -1,18 +1,110 @@
-"""The sfcrm AppService (`nexus serve --role=app --app=sfcrm`)."""
+"""The sfcrm AppService (`nexus serve --role=app --app=sfcrm`): the Salesforce REST dialect.
+
+It parses and bounds requests, makes one coarse Runtime call per use case with the caller's
+delegation, and projects the neutral result into the dialect. It owns no database, keeps no
+permissions and decides no authorization (DESIGN §2, §7; ADR 0030).
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from nexus.apps.sfcrm import composite, query, resources, sobjects
+from nexus.apps.sfcrm.context import ApiUsage, Dialect
+from nexus.apps.sfcrm.errors import SfError, not_found
+from nexus.apps.sfcrm.openapi import openapi_document
+from nexus.apps.sfcrm.runtime_client import RuntimeClient
+from nexus.contracts.errors import NexusError
 from nexus.contracts.roles import Role
 from nexus.platform.http import OpsInfo, create_role_app
+from nexus.platform.http_client import internal_client
 from nexus.platform.settings import Settings
+from nexus.platform.workload import WorkloadSigner, workload_key_dir
 
 APP_NAME = "sfcrm"
-CAPABILITIES = ("ops.v1",)
+WORKLOAD = "app-sfcrm"
+CAPABILITIES = ("ops.v1", "sfdc-rest.v1")
+PREFIX = "/services/data"
+RUNTIME_CONNECTIONS = 256
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class TrailingSlash:
+    """`/services/data/v59.0/sobjects/` is `/services/data/v59.0/sobjects`: no redirects."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            if path.startswith(PREFIX) and path.endswith("/") and len(path) > 1:
+                scope = dict(scope, path=path.rstrip("/") or "/")
+        await self.app(scope, receive, send)
 
 
 def create_app(settings: Settings) -> FastAPI:
-    """The AppService owns no database: it is ready once it serves."""
-    del settings  # the Runtime client arrives with the dialect endpoints
-    return create_role_app(OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES))
+    signer = WorkloadSigner.load(workload_key_dir(settings.var_dir / "secrets"), WORKLOAD)
+    runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = internal_client(
+            base_url=runtime_url,
+            timeout_seconds=settings.gateway.gateway_upstream_timeout_seconds,
+            connections=RUNTIME_CONNECTIONS,
+        )
+        app.state.dialect = Dialect(
+            runtime=RuntimeClient(signer=signer, client=client),
+            usage=ApiUsage(settings.api.api_daily_request_limit),
+        )
+        try:
+            yield
+        finally:
+            await client.aclose()
+
+    app = create_role_app(
+        OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
+    )
+
+    async def dialect_error(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, SfError):  # pragma: no cover - registered for SfError
+            raise exc
+        headers = request.app.state.dialect.limit_info(request) if exc.status != 401 else {}
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="nexus"'
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+    async def invalid_request(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith(PREFIX) and isinstance(exc, RequestValidationError):
+            return await dialect_error(request, SfError(400, "INVALID_FIELD", "invalid request"))
+        if isinstance(exc, NexusError):
+            error = SfError(exc.status, exc.code, exc.message)
+            return await dialect_error(request, error)
+        raise exc  # pragma: no cover
+
+    app.add_exception_handler(SfError, dialect_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+
+    @app.get(f"{PREFIX}/openapi.json", include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(openapi_document())
+
+    app.include_router(resources.router)
+    app.include_router(sobjects.router)
+    app.include_router(query.router)
+    app.include_router(composite.router)
+
+    @app.api_route(f"{PREFIX}/{{rest:path}}", methods=ALL_METHODS, include_in_schema=False)
+    async def unknown(rest: str) -> Response:
+        del rest
+        raise not_found()
+
+    app.add_middleware(TrailingSlash)
+    return app

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.contracts.errors import BadRequest, NotFound
+from nexus.contracts.errors import BadRequest, Conflict, NotFound
 from nexus.contracts.records import ErrorCategory, RecordData
 from nexus.platform.ids import to_18
 from nexus.platform.observability import get_logger
@@ -18,7 +18,13 @@ from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FORMULA_SYSTEM_FIELDS, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.query.engine import load_parent_paths
-from nexus.runtime.records.coercion import formula_wire, to_wire, wire_datetime
+from nexus.runtime.records.coercion import (
+    InvalidValue,
+    coerce,
+    formula_wire,
+    to_wire,
+    wire_datetime,
+)
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
 
@@ -202,3 +208,62 @@ async def record_access(
             }
     none = {"read": False, "edit": False, "delete": False, "locked": False}
     return {raw: decisions.get(record_id, none) for raw, record_id in normalized.items()}
+
+
+MAX_EXTERNAL_MATCHES = 10
+
+
+async def read_by_external_id(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    object_name: str,
+    field_name: str,
+    value: str,
+    fields: list[str] | None = None,
+) -> RecordData:
+    """`ReadSelectedRecord` by an external id (or unique) field the caller may read: 404 when
+    no visible record has the value, 409 `MULTIPLE_RECORDS` (naming them) when several do."""
+    obj = view.object(object_name)
+    if obj is None or not access.object(view, obj).read:
+        raise RecordNotFound("no such record")
+    definition = view.field(obj, field_name)
+    if (
+        definition is None
+        or not (definition.external_id or definition.unique)
+        or not access.field(view, obj, definition)[0]
+    ):
+        raise BadRequest(
+            f"{field_name!r} is not an external id field of {obj.api_name}",
+            code=ErrorCategory.INVALID_FIELD.value,
+            fields={field_name: "not an external id"},
+        )
+    try:
+        wanted = coerce(definition, value)
+    except InvalidValue:
+        raise RecordNotFound("no such record") from None
+    table = view.table(obj)
+    stmt = (
+        select(table.c.id)
+        .where(
+            table.c.org_id == access.org_id,
+            table.c[column_name(definition.api_name)] == wanted,
+            table.c.is_deleted.is_(False),
+            access.row_predicate(view, obj, "read"),
+        )
+        .order_by(table.c.id)
+        .limit(MAX_EXTERNAL_MATCHES)
+    )
+    ids = list((await session.execute(stmt)).scalars())
+    if not ids:
+        raise RecordNotFound("no such record")
+    if len(ids) > 1:
+        raise Conflict(
+            f"{len(ids)} records of {obj.api_name} have this {definition.api_name}",
+            code="MULTIPLE_RECORDS",
+            fields=dict.fromkeys(ids, obj.api_name),
+        )
+    return await read_selected(
+        session, view=view, access=access, object_name=obj.api_name, record_id=ids[0], fields=fields
+    )

@@ -1,0 +1,314 @@
+"""Composite resources: sObject Collections (one Runtime call for up to 200 records) and
+`/composite` with `compositeRequest` (up to 25 subrequests, `@{ref.field}` references)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from nexus.apps.sfcrm import wire
+from nexus.apps.sfcrm.context import SUBREQUEST_HEADER, dialect, json_object
+from nexus.apps.sfcrm.errors import bad_request
+from nexus.apps.sfcrm.sobjects import record_fields
+from nexus.contracts.records import MutateResponse
+
+router = APIRouter(prefix="/services/data/{version}/composite")
+
+MAX_RECORDS = 200
+MAX_SUBREQUESTS = 25
+ID = re.compile(r"^[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?$")
+FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*$")
+REFERENCE = re.compile(r"@\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.\[\]]+)\}")
+
+
+def _records(body: dict[str, Any]) -> list[dict[str, Any]]:
+    records = body.get("records")
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise bad_request("JSON_PARSER_ERROR", "records must be a list of objects")
+    if not records or len(records) > MAX_RECORDS:
+        raise bad_request("EXCEEDED_ID_LIMIT", f"between 1 and {MAX_RECORDS} records per request")
+    return records
+
+
+def _all_or_none(raw: Any) -> bool:
+    if isinstance(raw, str):
+        return raw.lower() == "true"
+    return bool(raw)
+
+
+async def _mutate(
+    request: Request, items: list[dict[str, Any]], all_or_none: bool
+) -> MutateResponse:
+    d = dialect(request)
+    answer = await d.runtime.call(
+        request.state.caller, "records/mutate", {"items": items, "all_or_none": all_or_none}
+    )
+    return MutateResponse.model_validate(answer)
+
+
+def _type_of(record: dict[str, Any]) -> str | None:
+    attributes = record.get("attributes")
+    kind = attributes.get("type") if isinstance(attributes, dict) else None
+    return kind if isinstance(kind, str) and kind else None
+
+
+@router.post("/sobjects")
+async def create_many(request: Request, version: str) -> Response:
+    d = dialect(request)
+    request.state.caller = await d.enter(request, version)
+    body = await json_object(request)
+    records = _records(body)
+    items = []
+    for record in records:
+        kind = _type_of(record)
+        if kind is None:
+            raise bad_request("INVALID_TYPE", "each record needs attributes.type")
+        fields = {k: v for k, v in record_fields(record).items() if k.lower() != "id"}
+        items.append({"op": "create", "object": kind, "fields": fields})
+    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    return d.reply(request, [wire.save_result(r) for r in result.results])
+
+
+@router.patch("/sobjects")
+async def update_many(request: Request, version: str) -> Response:
+    d = dialect(request)
+    request.state.caller = await d.enter(request, version)
+    body = await json_object(request)
+    items = []
+    for record in _records(body):
+        fields = record_fields(record)
+        record_id = fields.pop("id", None) or fields.pop("Id", None)
+        if not isinstance(record_id, str):
+            raise bad_request("MISSING_ARGUMENT", "each record needs an id", ["id"])
+        items.append(
+            {"op": "update", "object": _type_of(record), "id": record_id, "fields": fields}
+        )
+    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    return d.reply(request, [wire.save_result(r) for r in result.results])
+
+
+@router.delete("/sobjects")
+async def delete_many(request: Request, version: str) -> Response:
+    d = dialect(request)
+    request.state.caller = await d.enter(request, version)
+    ids = [i.strip() for i in request.query_params.get("ids", "").split(",") if i.strip()]
+    if not ids or len(ids) > MAX_RECORDS:
+        raise bad_request("EXCEEDED_ID_LIMIT", f"between 1 and {MAX_RECORDS} ids per request")
+    items = [{"op": "delete", "id": i} for i in ids]
+    result = await _mutate(request, items, _all_or_none(request.query_params.get("allOrNone")))
+    return d.reply(request, [wire.save_result(r) for r in result.results])
+
+
+@router.post("/sobjects/{name}")
+async def retrieve_many(request: Request, version: str, name: str) -> Response:
+    """Records by id with the named fields, in the order asked (null where none is visible):
+    one Runtime query."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    body = await json_object(request)
+    ids, fields = body.get("ids"), body.get("fields")
+    if not isinstance(ids, list) or not ids or len(ids) > MAX_RECORDS:
+        raise bad_request("EXCEEDED_ID_LIMIT", f"between 1 and {MAX_RECORDS} ids per request")
+    if not isinstance(fields, list) or not fields:
+        raise bad_request("MISSING_ARGUMENT", "fields must be a non-empty list", ["fields"])
+    if not all(isinstance(i, str) and ID.match(i) for i in ids):
+        raise bad_request("MALFORMED_ID", "ids must be record ids")
+    if not all(isinstance(f, str) and FIELD.match(f) for f in fields) or not FIELD.match(name):
+        raise bad_request("INVALID_FIELD", "fields must be field names")
+    selected = list(dict.fromkeys(["Id", *fields]))
+    quoted = ", ".join(f"'{i}'" for i in dict.fromkeys(ids))
+    # SOQL for Runtime's parser (never SQL); ids, fields and name matched the patterns above
+    soql = f"SELECT {', '.join(selected)} FROM {name} WHERE Id IN ({quoted})"  # noqa: S608
+    answer = await d.runtime.call(caller, "query", {"soql": soql, "page_size": 2000})
+    found = {r["Id"][:15]: r for r in answer["records"]}
+    wanted = {f.split(".")[0].lower() for f in fields}
+    out: list[dict[str, Any] | None] = []
+    for i in ids:
+        row = found.get(i[:15])
+        if row is None:
+            out.append(None)
+            continue
+        values = {"Id": row["Id"]} | {k: v for k, v in row.items() if k.lower() in wanted}
+        shaped = wire.record(version, name, values)
+        if "id" not in wanted:
+            shaped.pop("Id", None)
+        out.append(shaped)
+    return d.reply(request, out)
+
+
+@router.patch("/sobjects/{name}/{field}")
+async def upsert_many(request: Request, version: str, name: str, field: str) -> Response:
+    d = dialect(request)
+    request.state.caller = await d.enter(request, version)
+    body = await json_object(request)
+    items = []
+    for record in _records(body):
+        fields = record_fields(record)
+        value = next((v for k, v in fields.items() if k.lower() == field.lower()), None)
+        if value is None:
+            raise bad_request("MISSING_ARGUMENT", f"each record needs {field}", [field])
+        rest = {k: v for k, v in fields.items() if k.lower() != field.lower()}
+        items.append(
+            {
+                "op": "upsert",
+                "object": _type_of(record) or name,
+                "external_id_field": field,
+                "external_id": value,
+                "fields": rest,
+            }
+        )
+    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    return d.reply(request, [wire.save_result(r, upsert=True) for r in result.results])
+
+
+# ------------------------------------------------------------------ compositeRequest
+
+
+def _resolve(value: Any, results: dict[str, Any]) -> Any:
+    """`@{ref.field}` references replaced by the values earlier subrequests returned."""
+    if isinstance(value, str):
+        whole = REFERENCE.fullmatch(value)
+        if whole is not None:
+            return _lookup(results, whole.group(1), whole.group(2))
+        return REFERENCE.sub(lambda m: str(_lookup(results, m.group(1), m.group(2))), value)
+    if isinstance(value, list):
+        return [_resolve(v, results) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolve(v, results) for k, v in value.items()}
+    return value
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def _lookup(results: dict[str, Any], ref: str, path: str) -> Any:
+    if ref not in results:
+        raise _Unresolved(ref)
+    value = results[ref]
+    for part in re.split(r"\.|\[(\d+)\]", path):
+        if part is None or part == "":
+            continue
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise _Unresolved(ref)
+    return value
+
+
+@router.post("")
+async def composite(request: Request, version: str) -> Response:
+    """Subrequests run in order through this AppService (each one Runtime call); the whole
+    request counts as one API request. With `allOrNone`, the first failure halts the rest
+    (`PROCESSING_HALTED`) and records created by earlier subrequests are deleted again."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    body = await json_object(request)
+    subrequests = body.get("compositeRequest")
+    if not isinstance(subrequests, list) or not subrequests:
+        raise bad_request("JSON_PARSER_ERROR", "compositeRequest must be a non-empty list")
+    if len(subrequests) > MAX_SUBREQUESTS:
+        raise bad_request("LIMIT_EXCEEDED", f"at most {MAX_SUBREQUESTS} subrequests")
+    all_or_none = _all_or_none(body.get("allOrNone"))
+    results: dict[str, Any] = {}
+    responses: list[dict[str, Any]] = []
+    created: list[str] = []
+    halted = False
+    headers = {
+        "authorization": request.headers.get("authorization", ""),
+        SUBREQUEST_HEADER: d.subrequest_secret,
+        "content-type": "application/json",
+    }
+    transport = httpx.ASGITransport(app=request.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sfcrm") as client:
+        for sub in subrequests:
+            if not isinstance(sub, dict) or not isinstance(sub.get("url"), str):
+                raise bad_request("JSON_PARSER_ERROR", "each subrequest needs method and url")
+            ref = str(sub.get("referenceId") or "")
+            if halted:
+                responses.append(_halted(ref))
+                continue
+            response = await _subrequest(client, headers, sub, ref, results)
+            responses.append(response)
+            status = response["httpStatusCode"]
+            if status < 300:
+                if ref:
+                    results[ref] = response["body"]
+                if status == 201 and str(sub.get("method", "")).upper() == "POST":
+                    created.append(str(response["body"].get("id")))
+            elif all_or_none:
+                halted = True
+    if halted and all_or_none:
+        responses = [
+            _halted(r["referenceId"]) if r["httpStatusCode"] < 300 else r for r in responses
+        ]
+        if created:
+            items = [{"op": "delete", "id": i} for i in created]
+            await d.runtime.call(caller, "records/mutate", {"items": items, "all_or_none": False})
+    return d.reply(request, {"compositeResponse": responses})
+
+
+async def _subrequest(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    sub: dict[str, Any],
+    ref: str,
+    results: dict[str, Any],
+) -> dict[str, Any]:
+    """One subrequest through this AppService, its references resolved first."""
+    method = str(sub.get("method", "GET")).upper()
+    try:
+        url = _resolve(sub["url"], results)
+        body = _resolve(sub.get("body"), results)
+    except _Unresolved as missing:
+        return _invalid_reference(ref, str(missing))
+    if not isinstance(url, str) or not url.startswith("/services/data/"):
+        return _invalid_reference(ref, "url")
+    content = None if body is None else json.dumps(body)
+    reply = await client.request(method, url, headers=headers, content=content)
+    answer = reply.json() if reply.content else None
+    location = {}
+    if reply.status_code == 201 and isinstance(answer, dict) and "id" in answer:
+        location = {"Location": f"{url}/{answer['id']}"}
+    return {
+        "body": answer,
+        "httpHeaders": location,
+        "httpStatusCode": reply.status_code,
+        "referenceId": ref,
+    }
+
+
+def _halted(ref: str) -> dict[str, Any]:
+    return {
+        "body": [
+            {
+                "errorCode": "PROCESSING_HALTED",
+                "message": "The transaction was rolled back since another operation in the same "
+                "transaction failed.",
+            }
+        ],
+        "httpHeaders": {},
+        "httpStatusCode": 400,
+        "referenceId": ref,
+    }
+
+
+def _invalid_reference(ref: str, missing: str) -> dict[str, Any]:
+    return {
+        "body": [
+            {
+                "errorCode": "PROCESSING_HALTED",
+                "message": f"Invalid reference specified. No value for {missing} found.",
+            }
+        ],
+        "httpHeaders": {},
+        "httpStatusCode": 400,
+        "referenceId": ref,
+    }

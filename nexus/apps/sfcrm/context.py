@@ -1,0 +1,123 @@
+"""What every dialect request goes through: version check, caller, API usage, reply shape."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from nexus.apps.sfcrm.errors import SfError, bad_request, not_found
+from nexus.apps.sfcrm.runtime_client import Caller, RuntimeClient
+
+VERSION = re.compile(r"^v(\d{2,3})\.(\d)$")
+MIN_VERSION = 20
+LATEST_VERSION = 62
+LIMIT_HEADER = "Sforce-Limit-Info"
+#: Subrequests of `/composite` carry this header with the process's own secret: they were
+#: counted once, as the composite request.
+SUBREQUEST_HEADER = "x-nexus-sfcrm-subrequest"
+JSON_BODY_LIMIT = 8 * 1024 * 1024
+
+
+class ApiUsage:
+    """API requests per user per UTC day, and the daily limit (REQUEST_LIMIT_EXCEEDED).
+
+    Counted in this process (see ADR 0030): exact for one AppService process, approximate
+    (per process) when several serve the dialect; the count starts again on restart.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._day = ""
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def _today(self) -> str:
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        if day != self._day:
+            self._day, self._counts = day, {}
+        return day
+
+    def used(self, caller: Caller) -> int:
+        self._today()
+        return self._counts.get((caller.org_id, caller.user_id), 0)
+
+    def count(self, caller: Caller) -> int:
+        self._today()
+        key = (caller.org_id, caller.user_id)
+        used = self._counts.get(key, 0) + 1
+        if used > self.limit:
+            raise SfError(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded.")
+        self._counts[key] = used
+        return used
+
+
+@dataclass
+class Dialect:
+    runtime: RuntimeClient
+    usage: ApiUsage
+    subrequest_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    async def enter(self, request: Request, version: str | None = None) -> Caller:
+        """The caller of a dialect request (401 without a valid token), counted once."""
+        if version is not None:
+            check_version(version)
+        caller = await self.runtime.caller(request.headers.get("authorization"))
+        if request.headers.get(SUBREQUEST_HEADER) == self.subrequest_secret:
+            used = self.usage.used(caller)
+        else:
+            used = self.usage.count(caller)
+        request.state.api_usage = used
+        return caller
+
+    def limit_info(self, request: Request) -> dict[str, str]:
+        used = getattr(request.state, "api_usage", None)
+        if used is None:
+            return {}
+        return {LIMIT_HEADER: f"api-usage={used}/{self.usage.limit}"}
+
+    def reply(self, request: Request, body: Any, status: int = 200) -> Response:
+        if body is None and status == 204:
+            return Response(status_code=204, headers=self.limit_info(request))
+        return JSONResponse(body, status_code=status, headers=self.limit_info(request))
+
+
+def dialect(request: Request) -> Dialect:
+    state: Dialect = request.app.state.dialect
+    return state
+
+
+def check_version(version: str) -> str:
+    match = VERSION.match(version)
+    if match is None or int(match.group(1)) < MIN_VERSION:
+        raise not_found()
+    return version
+
+
+def version_number(version: str) -> float:
+    return float(version[1:])
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON body; 400 JSON_PARSER_ERROR when it is not JSON."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > JSON_BODY_LIMIT:
+            raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "the request body is too large")
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError):
+        raise bad_request("JSON_PARSER_ERROR", "The request body is not valid JSON") from None
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise bad_request("JSON_PARSER_ERROR", "The request body must be a JSON object")
+    return body

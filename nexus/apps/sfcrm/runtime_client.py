@@ -1,0 +1,121 @@
+"""The AppService's one way into Runtime: coarse use-case calls carrying the caller's delegation.
+
+A request's bearer token is exchanged for a delegation (`/internal/v1/identity/exchange`);
+the delegation is kept for most of its life (at most a minute) under a hash of the token, so
+a client's next requests cost one Runtime call each. Keeping it decides nothing: Runtime
+re-checks the session, the SecurityEpoch and every permission on each call, and a call it
+refuses with 401 drops the kept delegation at once. Tokens and delegations are never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from nexus.apps.sfcrm.errors import SfError, from_runtime
+from nexus.platform.observability import get_logger
+from nexus.platform.workload import WorkloadSigner
+
+log = get_logger(__name__)
+
+RUNTIME_AUDIENCE = "runtime-api"
+EXCHANGE_PATH = "/internal/v1/identity/exchange"
+RUNTIME_PREFIX = "/internal/v1/runtime"
+#: A kept delegation is used until this many seconds before it expires.
+DELEGATION_MARGIN_SECONDS = 15
+MAX_KEPT_DELEGATIONS = 50_000
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a dialect request acts for (as Runtime said at the exchange)."""
+
+    org_id: str
+    user_id: str
+    delegation: str
+    token_key: str
+
+
+def bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() in ("bearer", "oauth") and token else None
+
+
+class RuntimeClient:
+    def __init__(
+        self, *, signer: WorkloadSigner, client: httpx.AsyncClient, timeout_s: float = 30.0
+    ) -> None:
+        self.signer = signer
+        self.client = client
+        self.timeout_s = timeout_s
+        self._kept: dict[str, tuple[float, Caller]] = {}
+
+    async def caller(self, authorization: str | None) -> Caller:
+        """The caller behind a request's bearer token, or 401 INVALID_SESSION_ID."""
+        token = bearer(authorization)
+        if token is None:
+            raise SfError(401, "INVALID_SESSION_ID", "Session expired or invalid")
+        key = hashlib.sha256(token.encode()).hexdigest()
+        kept = self._kept.get(key)
+        now = time.monotonic()
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        answer = await self._post(EXCHANGE_PATH, {"credential": token}, delegation=None)
+        caller = Caller(
+            org_id=str(answer["org_id"]),
+            user_id=str(answer["user_id"]),
+            delegation=str(answer["delegation"]),
+            token_key=key,
+        )
+        ttl = max(0, int(answer.get("expires_in", 0)) - DELEGATION_MARGIN_SECONDS)
+        if len(self._kept) >= MAX_KEPT_DELEGATIONS:
+            self._kept.clear()
+        self._kept[key] = (now + ttl, caller)
+        return caller
+
+    async def call(self, caller: Caller, use_case: str, body: dict[str, Any]) -> Any:
+        """One Runtime use case (`records/mutate`, `query`, ...) for the caller."""
+        try:
+            return await self._post(
+                f"{RUNTIME_PREFIX}/{use_case}", body, delegation=caller.delegation
+            )
+        except SfError as exc:
+            if exc.status == 401:
+                self._kept.pop(caller.token_key, None)
+            raise
+
+    async def _post(self, path: str, body: dict[str, Any], *, delegation: str | None) -> Any:
+        deadline_ms = int((time.time() + self.timeout_s) * 1000)
+        headers = self.signer.headers(
+            RUNTIME_AUDIENCE, deadline_ms=deadline_ms, delegation=delegation
+        )
+        try:
+            reply = await self.client.post(path, json=body, headers=headers)
+        except httpx.TimeoutException:
+            raise SfError(503, "SERVER_UNAVAILABLE", "Runtime did not answer in time") from None
+        except httpx.HTTPError as exc:
+            log.warning("sfcrm.runtime_unreachable", error=type(exc).__name__)
+            raise SfError(503, "SERVER_UNAVAILABLE", "Runtime cannot be reached") from None
+        try:
+            answer = reply.json()
+        except ValueError:
+            answer = None
+        if reply.status_code == 200:
+            return answer
+        if reply.status_code >= 500 or (reply.status_code == 403 and _workload_refused(answer)):
+            log.warning("sfcrm.runtime_failed", status=reply.status_code, path=path)
+        raise from_runtime(reply.status_code, answer)
+
+
+def _workload_refused(answer: Any) -> bool:
+    return isinstance(answer, dict) and answer.get("code") in (
+        "WORKLOAD_NOT_ALLOWED",
+        "INVALID_WORKLOAD",
+    )

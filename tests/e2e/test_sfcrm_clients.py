@@ -1,0 +1,360 @@
+"""The Salesforce REST dialect through the gateway over HTTPS, driven by real Salesforce clients
+(simple-salesforce; jsforce from the npm registry on Node.js) against `nexus up`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import requests
+from simple_salesforce import Salesforce
+from simple_salesforce.exceptions import (
+    SalesforceExpiredSession,
+    SalesforceMalformedRequest,
+    SalesforceMoreThanOneRecord,
+    SalesforceRefusedRequest,
+    SalesforceResourceNotFound,
+)
+
+from tests.conftest import Backend
+from tests.e2e.sfcrm_stack import VERSION, Stack, sfcrm_stack
+
+pytestmark = pytest.mark.e2e
+JSFORCE_DIR = Path(__file__).parent / "jsforce"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Stack]:
+    with sfcrm_stack(tmp_path_factory.mktemp("sfcrm"), backend) as running:
+        yield running
+
+
+def client(stack: Stack, user: str = "rep1", token: str | None = None) -> Salesforce:
+    session = requests.Session()
+    session.verify = str(stack.ca)
+    session.trust_env = False  # else REQUESTS_CA_BUNDLE from the environment overrides verify
+    return Salesforce(
+        instance_url=stack.https,
+        session_id=token or stack.tokens[user],
+        version=VERSION,
+        session=session,
+    )
+
+
+def error_code(exc: Any) -> str:
+    return str(exc.content[0]["errorCode"])
+
+
+def test_record_crud_and_external_ids(stack: Stack) -> None:
+    sf = client(stack)
+    created = sf.Account.create({"Name": "Acme", "Ext_Id__c": "A-1", "Revenue__c": 10})
+    assert created["success"] is True and created["errors"] == []
+    account_id = created["id"]
+    assert len(account_id) == 18 and account_id.startswith("001")
+
+    record = sf.Account.get(account_id)
+    assert record["Name"] == "Acme"
+    assert record["attributes"] == {
+        "type": "Account",
+        "url": f"/services/data/v{VERSION}/sobjects/Account/{account_id}",
+    }
+    assert sf.Account.get_by_custom_id("Ext_Id__c", "A-1")["Id"] == account_id
+
+    assert sf.Account.update(account_id, {"Name": "Acme Corp"}) == 204
+    assert sf.Account.get(account_id)["Name"] == "Acme Corp"
+
+    assert sf.Account.upsert("Ext_Id__c/A-1", {"Name": "Acme Inc"}) == 200  # update
+    assert sf.Account.upsert("Ext_Id__c/A-2", {"Name": "Beta"}) == 201  # create
+    beta = sf.Account.get_by_custom_id("Ext_Id__c", "A-2")
+    assert beta["Name"] == "Beta"
+    assert sf.Account.get(account_id)["Name"] == "Acme Inc"
+
+    assert sf.Account.delete(beta["Id"]) == 204
+    with pytest.raises(SalesforceResourceNotFound) as gone:
+        sf.Account.get(beta["Id"])
+    assert error_code(gone.value) == "NOT_FOUND"
+
+
+def test_describe_global_and_object(stack: Stack) -> None:
+    sf = client(stack)
+    described = sf.describe()
+    assert described is not None
+    assert described["maxBatchSize"] == 200
+    names = {o["name"]: o for o in described["sobjects"]}
+    assert names["Account"]["keyPrefix"] == "001"
+    assert names["Account"]["createable"] is True
+    assert (
+        names["Account"]["urls"]["describe"]
+        == f"/services/data/v{VERSION}/sobjects/Account/describe"
+    )
+
+    account = sf.Account.describe()
+    fields = {f["name"]: f for f in account["fields"]}
+    assert fields["Id"]["type"] == "id"
+    assert fields["Ext_Id__c"]["externalId"] is True and fields["Ext_Id__c"]["unique"] is True
+    assert fields["Revenue__c"]["type"] == "currency"
+    assert [p["value"] for p in fields["Tier__c"]["picklistValues"]] == ["Gold", "Silver"]
+    assert any(c["childSObject"] == "Contact" for c in account["childRelationships"])
+    contact = {f["name"]: f for f in sf.Contact.describe()["fields"]}
+    assert contact["AccountId"]["referenceTo"] == ["Account"]
+    assert contact["AccountId"]["relationshipName"] == "Account"
+
+    viewer = {o["name"]: o for o in client(stack, "viewer").describe()["sobjects"]}  # type: ignore[index]
+    assert viewer["Account"]["createable"] is False  # computed for the caller
+    assert sf.Account.metadata()["objectDescribe"]["name"] == "Account"
+
+
+def test_query_pages_and_parent_fields(stack: Stack) -> None:
+    sf = client(stack)
+    parent = sf.Account.create({"Name": "Paging Parent"})["id"]
+    for start in (0, 200, 400):
+        records = [
+            {
+                "attributes": {"type": "Contact"},
+                "LastName": f"Page{i:04d}",
+                "Name": f"P {i}",
+                "AccountId": parent,
+            }
+            for i in range(start, min(start + 200, 450))
+        ]
+        results = sf.restful(
+            "composite/sobjects", method="POST", json={"allOrNone": True, "records": records}
+        )
+        assert all(r["success"] for r in results), results  # type: ignore[union-attr]
+
+    soql = "SELECT Id, LastName, Account.Name FROM Contact WHERE LastName LIKE 'Page%' ORDER BY LastName"
+    first = sf.query(soql, headers={"Sforce-Query-Options": "batchSize=200"})
+    assert first["totalSize"] == 450
+    assert first["done"] is False and len(first["records"]) == 200
+    assert first["nextRecordsUrl"].startswith(f"/services/data/v{VERSION}/query/")
+    row = first["records"][0]
+    assert row["Account"]["Name"] == "Paging Parent"
+    assert row["Account"]["attributes"]["type"] == "Account"
+
+    everything = sf.query_all(soql, headers={"Sforce-Query-Options": "batchSize=200"})
+    assert everything["totalSize"] == 450
+    names = [r["LastName"] for r in everything["records"]]
+    assert names == [f"Page{i:04d}" for i in range(450)]  # three pages, in order, no repeats
+
+    count = sf.query("SELECT COUNT() FROM Contact WHERE LastName LIKE 'Page%'")
+    assert count["totalSize"] == 450
+
+
+def test_composite_request_with_references(stack: Stack) -> None:
+    sf = client(stack)
+    base = f"/services/data/v{VERSION}"
+    answer = sf.restful(
+        "composite",
+        method="POST",
+        json={
+            "allOrNone": True,
+            "compositeRequest": [
+                {
+                    "method": "POST",
+                    "url": f"{base}/sobjects/Account",
+                    "referenceId": "acct",
+                    "body": {"Name": "Composite Co"},
+                },
+                {
+                    "method": "POST",
+                    "url": f"{base}/sobjects/Contact",
+                    "referenceId": "person",
+                    "body": {"LastName": "Ref", "Name": "Ref", "AccountId": "@{acct.id}"},
+                },
+                {
+                    "method": "GET",
+                    "url": f"{base}/sobjects/Contact/@{{person.id}}?fields=AccountId",
+                    "referenceId": "read",
+                },
+            ],
+        },
+    )
+    responses = answer["compositeResponse"]  # type: ignore[index]
+    assert [r["httpStatusCode"] for r in responses] == [201, 201, 200]
+    assert responses[2]["body"]["AccountId"] == responses[0]["body"]["id"]
+
+    halted = sf.restful(
+        "composite",
+        method="POST",
+        json={
+            "allOrNone": True,
+            "compositeRequest": [
+                {
+                    "method": "POST",
+                    "url": f"{base}/sobjects/Account",
+                    "referenceId": "ok",
+                    "body": {"Name": "Rolled Back"},
+                },
+                {
+                    "method": "POST",
+                    "url": f"{base}/sobjects/Account",
+                    "referenceId": "bad",
+                    "body": {"Nope__c": 1},
+                },
+            ],
+        },
+    )
+    codes = [r["httpStatusCode"] for r in halted["compositeResponse"]]  # type: ignore[index]
+    assert codes == [400, 400]
+    assert sf.query("SELECT Id FROM Account WHERE Name = 'Rolled Back'")["totalSize"] == 0
+
+    # collections: update, retrieve, upsert, delete
+    ids = [responses[0]["body"]["id"]]
+    updated = sf.restful(
+        "composite/sobjects",
+        method="PATCH",
+        json={"records": [{"attributes": {"type": "Account"}, "id": ids[0], "Tier__c": "Gold"}]},
+    )
+    assert updated == [{"id": ids[0], "success": True, "errors": []}]
+    fetched = sf.restful(
+        "composite/sobjects/Account",
+        method="POST",
+        json={"ids": [*ids, "001000000000000AAA"], "fields": ["Name", "Tier__c"]},
+    )
+    assert fetched[0]["Tier__c"] == "Gold" and fetched[0]["Name"] == "Composite Co"  # type: ignore[index]
+    assert fetched[1] is None  # type: ignore[index]
+    upserted = sf.restful(
+        "composite/sobjects/Account/Ext_Id__c",
+        method="PATCH",
+        json={"records": [{"attributes": {"type": "Account"}, "Ext_Id__c": "C-1", "Name": "Col"}]},
+    )
+    assert upserted[0]["created"] is True  # type: ignore[index]
+    deleted = sf.restful("composite/sobjects", method="DELETE", params={"ids": ",".join(ids)})
+    assert deleted[0]["success"] is True  # type: ignore[index]
+
+
+def test_every_error_class_simple_salesforce_maps(stack: Stack) -> None:
+    sf = client(stack)
+    with pytest.raises(SalesforceMalformedRequest) as malformed:  # 400
+        sf.query("SELEKT Id FROM Account")
+    assert error_code(malformed.value) == "MALFORMED_QUERY"
+    with pytest.raises(SalesforceMalformedRequest) as invalid:
+        sf.Account.create({"Name": "X", "No_Such_Field__c": 1})
+    assert error_code(invalid.value) == "INVALID_FIELD"
+    with pytest.raises(SalesforceMalformedRequest) as rule:
+        sf.Account.create({"Name": "Negative", "Revenue__c": -5})
+    assert error_code(rule.value) == "FIELD_CUSTOM_VALIDATION_EXCEPTION"
+    assert rule.value.content[0]["message"] == "revenue cannot be negative"
+    sf.Account.create({"Name": "Dup", "Ext_Id__c": "DUP-1"})
+    with pytest.raises(SalesforceMalformedRequest) as duplicate:
+        sf.Account.create({"Name": "Dup again", "Ext_Id__c": "DUP-1"})
+    assert error_code(duplicate.value) == "DUPLICATE_VALUE"
+    with pytest.raises(SalesforceMalformedRequest) as bad_json:
+        sf.restful("sobjects/Account", method="POST", data="{not json")
+    assert error_code(bad_json.value) == "JSON_PARSER_ERROR"
+    with pytest.raises(SalesforceMalformedRequest) as bad_type:
+        sf.query("SELECT Id FROM NoSuchObject")
+    assert error_code(bad_type.value) in ("INVALID_TYPE", "INVALID_FIELD")
+
+    with pytest.raises(SalesforceExpiredSession) as expired:  # 401
+        client(stack, token="not-a-token").Account.get("001000000000000AAA")
+    assert error_code(expired.value) == "INVALID_SESSION_ID"
+
+    with pytest.raises(SalesforceRefusedRequest) as refused:  # 403: Read Only may not create
+        client(stack, "viewer").Account.create({"Name": "Nope"})
+    assert error_code(refused.value) == "INSUFFICIENT_ACCESS_OR_READONLY"
+
+    with pytest.raises(SalesforceResourceNotFound):  # 404
+        sf.Account.get("001000000000000AAA")
+    with pytest.raises(SalesforceResourceNotFound):
+        sf.Account.get_by_custom_id("Ext_Id__c", "never-made")
+    with pytest.raises(SalesforceResourceNotFound):
+        sf.restful("sobjects/NoSuchObject/describe")
+
+
+def test_sharing_hides_records_from_get_and_query(stack: Stack) -> None:
+    rep1, rep2 = client(stack, "rep1"), client(stack, "rep2")
+    private = rep1.Account.create({"Name": "Rep1 Secret"})["id"]
+    rep2.Account.create({"Name": "Rep2 Own"})
+    with pytest.raises(SalesforceResourceNotFound):
+        rep2.Account.get(private)
+    seen = rep2.query("SELECT Id, Name FROM Account WHERE Name LIKE 'Rep%'")
+    assert [r["Name"] for r in seen["records"]] == ["Rep2 Own"]
+    assert seen["totalSize"] == 1
+    assert rep1.query("SELECT Id FROM Account WHERE Name = 'Rep1 Secret'")["totalSize"] == 1
+
+
+def test_directory_search_limits_and_usage_header(stack: Stack) -> None:
+    sf = client(stack)
+    sf.Account.create({"Name": "Findable Widgets"})
+    found = sf.search("FIND {Findable} IN ALL FIELDS RETURNING Account(Id, Name)")
+    assert [r["Name"] for r in found["searchRecords"]] == ["Findable Widgets"]
+    assert found["searchRecords"][0]["attributes"]["type"] == "Account"
+    assert sf.restful("parameterizedSearch", params={"q": "Findable"})["searchRecords"]  # type: ignore[index]
+
+    limits = sf.limits()
+    assert limits["DailyApiRequests"]["Max"] == 100_000
+    assert sf.api_usage["api-usage"].total == 100_000
+    used = sf.api_usage["api-usage"].used
+    sf.describe()
+    assert sf.api_usage["api-usage"].used == used + 1  # counted per user
+    client(stack, "rep2").describe()  # someone else's requests are not rep1's
+    sf.describe()
+    assert sf.api_usage["api-usage"].used == used + 2
+
+    with httpx.Client(base_url=stack.https, verify=stack.tls(), timeout=10) as http:
+        versions = http.get("/services/data/")
+        assert versions.status_code == 200
+        assert {
+            "version": VERSION,
+            "label": f"v{VERSION}",
+            "url": f"/services/data/v{VERSION}",
+        } in versions.json()
+        auth = {"Authorization": f"Bearer {stack.tokens['rep1']}"}
+        for path in (f"/services/data/v{VERSION}", f"/services/data/v{VERSION}/"):
+            resources = http.get(path, headers=auth)
+            assert resources.status_code == 200  # with and without the slash, no redirect
+            assert {
+                "sobjects",
+                "query",
+                "queryAll",
+                "search",
+                "composite",
+                "limits",
+                "identity",
+            } <= set(resources.json())
+        identity = http.get(resources.json()["identity"], headers=auth)
+        assert identity.status_code == 200
+        assert identity.json()["username"] == "rep1"
+        assert http.get("/services/data/v19.0/sobjects", headers=auth).status_code == 404
+
+
+def test_jsforce(stack: Stack, tmp_path: Path) -> None:
+    node = shutil.which("node")
+    assert node is not None, "Node.js is required"
+    modules = JSFORCE_DIR / "node_modules"
+    if not (modules / "jsforce").is_dir():
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"],
+            cwd=JSFORCE_DIR,
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    config = {
+        "loginUrl": stack.https,
+        "clientId": stack.client_id,
+        "clientSecret": stack.client_secret,
+        "username": "rep1",
+        "password": "sfcrm-user-password-1",
+        "version": VERSION,
+    }
+    done = subprocess.run(
+        [node, str(JSFORCE_DIR / "suite.mjs")],
+        input=json.dumps(config),
+        env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["ok"] is True, results
