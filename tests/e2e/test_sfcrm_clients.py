@@ -18,7 +18,6 @@ from simple_salesforce import Salesforce
 from simple_salesforce.exceptions import (
     SalesforceExpiredSession,
     SalesforceMalformedRequest,
-    SalesforceMoreThanOneRecord,
     SalesforceRefusedRequest,
     SalesforceResourceNotFound,
 )
@@ -55,9 +54,11 @@ def error_code(exc: Any) -> str:
 def test_record_crud_and_external_ids(stack: Stack) -> None:
     sf = client(stack)
     created = sf.Account.create({"Name": "Acme", "Ext_Id__c": "A-1", "Revenue__c": 10})
-    assert created["success"] is True and created["errors"] == []
+    assert created["success"] is True
+    assert created["errors"] == []
     account_id = created["id"]
-    assert len(account_id) == 18 and account_id.startswith("001")
+    assert len(account_id) == 18
+    assert account_id.startswith("001")
 
     record = sf.Account.get(account_id)
     assert record["Name"] == "Acme"
@@ -98,7 +99,8 @@ def test_describe_global_and_object(stack: Stack) -> None:
     account = sf.Account.describe()
     fields = {f["name"]: f for f in account["fields"]}
     assert fields["Id"]["type"] == "id"
-    assert fields["Ext_Id__c"]["externalId"] is True and fields["Ext_Id__c"]["unique"] is True
+    assert fields["Ext_Id__c"]["externalId"] is True
+    assert fields["Ext_Id__c"]["unique"] is True
     assert fields["Revenue__c"]["type"] == "currency"
     assert [p["value"] for p in fields["Tier__c"]["picklistValues"]] == ["Gold", "Silver"]
     assert any(c["childSObject"] == "Contact" for c in account["childRelationships"])
@@ -129,10 +131,14 @@ def test_query_pages_and_parent_fields(stack: Stack) -> None:
         )
         assert all(r["success"] for r in results), results  # type: ignore[union-attr]
 
-    soql = "SELECT Id, LastName, Account.Name FROM Contact WHERE LastName LIKE 'Page%' ORDER BY LastName"
+    soql = (
+        "SELECT Id, LastName, Account.Name FROM Contact WHERE LastName LIKE 'Page%' "
+        "ORDER BY LastName"
+    )
     first = sf.query(soql, headers={"Sforce-Query-Options": "batchSize=200"})
     assert first["totalSize"] == 450
-    assert first["done"] is False and len(first["records"]) == 200
+    assert first["done"] is False
+    assert len(first["records"]) == 200
     assert first["nextRecordsUrl"].startswith(f"/services/data/v{VERSION}/query/")
     row = first["records"][0]
     assert row["Account"]["Name"] == "Paging Parent"
@@ -218,7 +224,8 @@ def test_composite_request_with_references(stack: Stack) -> None:
         method="POST",
         json={"ids": [*ids, "001000000000000AAA"], "fields": ["Name", "Tier__c"]},
     )
-    assert fetched[0]["Tier__c"] == "Gold" and fetched[0]["Name"] == "Composite Co"  # type: ignore[index]
+    assert fetched[0]["Tier__c"] == "Gold"
+    assert fetched[0]["Name"] == "Composite Co"
     assert fetched[1] is None  # type: ignore[index]
     upserted = sf.restful(
         "composite/sobjects/Account/Ext_Id__c",
