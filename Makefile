@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck imports pytest install system-deps lock clean
+.PHONY: run test check lint typecheck imports pytest install system-deps node-deps lock clean
 
 run: $(STAMP)
 	exec $(BIN)/nexus up
@@ -34,7 +34,11 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
+# jsforce for the sfcrm client suite (tests/e2e/jsforce), from the npm registry, as locked
+node-deps:
+	cd tests/e2e/jsforce && npm ci --no-audit --no-fund --loglevel=error
+
+pytest: $(STAMP) node-deps
 	$(BIN)/pytest
 
 lock: $(STAMP)
