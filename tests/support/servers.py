@@ -18,13 +18,14 @@ SHUTDOWN_SECONDS = 60.0
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve `app` over HTTP on a free loopback port; yields its base URL."""
+async def serving(app: Any, **config_options: Any) -> AsyncIterator[str]:
+    """Serve `app` over HTTP on a free loopback port; yields its base URL. With uvicorn's
+    `ssl_certfile` and `ssl_keyfile` options it serves HTTPS."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = server_config(app)  # the protocol and options `nexus serve` uses
+    config = server_config(app, **config_options)  # the protocol and options `nexus serve` uses
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -33,7 +34,8 @@ async def serving(app: Any) -> AsyncIterator[str]:
             if task.done():
                 task.result()
             await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        scheme = "https" if config_options.get("ssl_certfile") else "http"
+        yield f"{scheme}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         try:
