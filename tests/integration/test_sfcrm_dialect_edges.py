@@ -81,12 +81,7 @@ async def dialect(
             var_dir=var, runtime_api_url=runtime_url, api_daily_request_limit=DAILY_LIMIT
         )
         tls = ensure_local_tls(var)
-        # an idle TLS connection can hold a stopping server for the TLS close timeout (30 s)
-        https = {
-            "ssl_certfile": str(tls.cert),
-            "ssl_keyfile": str(tls.key),
-            "timeout_graceful_shutdown": 1,
-        }
+        https = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
         async with serving(create_app(settings), **https) as url:
             yield url, calls, tls.ca_cert
             for session in SESSIONS:
@@ -97,6 +92,8 @@ def salesforce(url: str, token: str, ca: Path) -> Salesforce:
     session = requests.Session()
     session.trust_env = False
     session.verify = str(ca)
+    # an idle kept-alive TLS connection holds a stopping uvicorn for the TLS close timeout
+    session.headers["Connection"] = "close"
     SESSIONS.append(session)
     return Salesforce(instance_url=url, session_id=token, version="59.0", session=session)
 
