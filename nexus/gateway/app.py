@@ -7,13 +7,15 @@ from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nexus.contracts.errors import NotFound
+from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
 from nexus.gateway.proxy import forward, upstream_client
 from nexus.gateway.route_table import RouteTable, load_route_table
-from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app
+from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app, error_response
 from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
@@ -82,4 +84,19 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
             request_id=request.state.request_id,
         )
 
+    async def unrouted(request: Request, exc: Exception) -> Response:
+        """A path the catch-all pattern cannot take (one with a line break in it) is still
+        the route table's to decide: proxied when a route matches, else the 404 envelope."""
+        if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
+            raise exc
+        if exc.status_code != 404:
+            return JSONResponse(
+                {"code": "METHOD_NOT_ALLOWED", "message": "method not allowed"}, 405
+            )
+        try:
+            return await proxy(request)
+        except NexusError as error:
+            return error_response(error, getattr(request.state, "request_id", None))
+
+    app.add_exception_handler(StarletteHTTPException, unrouted)
     return app

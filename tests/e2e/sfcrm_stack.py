@@ -190,6 +190,7 @@ def sfcrm_stack(tmp_path: Path, backend: Backend, **extra_env: str) -> Iterator[
             ("rep1", "Sfcrm_Sales"),
             ("rep2", "Sfcrm_Sales"),
             ("viewer", "Sfcrm_Read_Only"),
+            ("fuzzer", "Sfcrm_Sales"),  # schemathesis: its records are private to it
         ):
             stack.nexus(
                 "admin",

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nexus.apps.sfcrm import composite, query, resources, sobjects
@@ -89,7 +90,19 @@ def create_app(settings: Settings) -> FastAPI:
             return await dialect_error(request, error)
         raise exc  # pragma: no cover
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """Starlette's own 404/405 (a path no route pattern takes, such as one with a line
+        break in it) in the dialect's envelope."""
+        if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
+            raise exc
+        if exc.status_code == 405:
+            error = SfError(405, "METHOD_NOT_ALLOWED", "HTTP method not allowed")
+        else:
+            error = SfError(exc.status_code, "NOT_FOUND", "The requested resource does not exist")
+        return await dialect_error(request, error)
+
     app.add_exception_handler(SfError, dialect_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
 
     @app.get(f"{PREFIX}/openapi.json", include_in_schema=False)
