@@ -230,3 +230,74 @@ async def test_search_over_http(identity: Identity) -> None:
         )
         assert malformed.status_code == 400
         assert malformed.json()["code"] == "MALFORMED_SEARCH"
+
+
+VENDOR = {
+    "api_name": "Vendor__c",
+    "label": "Vendor",
+    "plural_label": "Vendors",
+    "key_prefix": "a0V",
+    "sharing_model": "Private",
+    "name_field": {"api_name": "Name", "label": "Name", "type": "text", "length": 80},
+    "fields": [
+        {"api_name": "Code__c", "label": "Code", "type": "text", "length": 20, "external_id": True},
+        {"api_name": "Note__c", "label": "Note", "type": "text", "length": 20},
+    ],
+}
+VENDOR_ACCESS = {
+    "api_name": "Vendor_Desk",
+    "label": "Vendor desk",
+    "objects": [{"object": "Vendor__c", "create": True, "read": True, "all_fields": "edit"}],
+}
+
+
+async def test_read_by_external_id_over_http(identity: Identity) -> None:
+    admin = await delegated_headers(identity, "admin", ADMIN_PASSWORD)
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+        applied = await client.post(
+            f"{API}/metadata/apply",
+            headers=admin,
+            json={"objects": [VENDOR], "permission_sets": [VENDOR_ACCESS]},
+        )
+        assert applied.status_code == 200, applied.text
+        async with unit_of_work(identity.sessions) as session:
+            user = await IdentityRepository(session).user_by_username("alice@example.com")
+            await assign_permission_set(
+                session,
+                org_id=user["org_id"],
+                user_id=user["user_id"],
+                permission_set="Vendor_Desk",
+            )
+        alice = await delegated_headers(identity, "alice@example.com", ALICE_PASSWORD)
+        admin = await delegated_headers(identity, "admin", ADMIN_PASSWORD)  # the epoch moved
+
+        async def create(headers: dict[str, str], code: str) -> str:
+            item = {
+                "op": "create",
+                "object": "Vendor__c",
+                "fields": {"Name": code, "Code__c": code},
+            }
+            reply = await client.post(
+                f"{API}/records/mutate", headers=headers, json={"items": [item]}
+            )
+            assert reply.status_code == 200, reply.text
+            result = reply.json()["results"][0]
+            assert result["success"] is True, result
+            return str(result["id"])
+
+        mine = await create(alice, "V-1")
+        await create(admin, "V-2")  # private to the admin
+
+        async def read(code: str, field: str = "Code__c") -> httpx.Response:
+            body = {"object": "Vendor__c", "external_id_field": field, "external_id": code}
+            return await client.post(f"{API}/records/read", headers=alice, json=body)
+
+        found = await read("V-1")
+        assert found.status_code == 200
+        assert found.json()["id"] == mine
+        assert found.json()["fields"]["Code__c"] == "V-1"
+        assert (await read("V-2")).status_code == 404  # outside alice's sharing: not found
+        assert (await read("V-3")).status_code == 404
+        not_external = await read("x", field="Note__c")
+        assert not_external.status_code == 400
+        assert not_external.json()["code"] == "INVALID_FIELD"
