@@ -8,6 +8,7 @@ import json
 import ssl
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,12 +187,14 @@ def sfcrm_stack(tmp_path: Path, backend: Backend, **extra_env: str) -> Iterator[
         stack = Stack(base=base, env=env, ca=tmp_path / "var" / "tls" / "ca.pem")
         (tmp_path / "sales.json").write_text(json.dumps(METADATA))
         stack.nexus("metadata", "apply", str(tmp_path / "sales.json"))
-        for user, permission_set in (
+        users = (
             ("rep1", "Sfcrm_Sales"),
             ("rep2", "Sfcrm_Sales"),
             ("viewer", "Sfcrm_Read_Only"),
             ("fuzzer", "Sfcrm_Sales"),  # schemathesis: its records are private to it
-        ):
+        )
+
+        def add_user(user: str, permission_set: str) -> None:
             stack.nexus(
                 "admin",
                 "create-user",
@@ -208,6 +211,10 @@ def sfcrm_stack(tmp_path: Path, backend: Backend, **extra_env: str) -> Iterator[
                 "--permission-set",
                 permission_set,
             )
+
+        with ThreadPoolExecutor(max_workers=len(users)) as pool:  # one CLI process each
+            list(pool.map(lambda pair: add_user(*pair), users))
+        for user, _ in users:
             stack.tokens[user] = stack.token(user, PASSWORD)
         stack.tokens["admin"] = stack.token("admin", ADMIN_PASSWORD)
         out = stack.nexus(

@@ -386,7 +386,7 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(stack: Stack) 
             "--phases",
             "examples,coverage,fuzzing",
             "--max-examples",
-            "10",
+            "6",
             "--workers",
             "1",  # hypothesis describes strategies with ast: not thread-safe on Python 3.11
             "--seed",
