@@ -21,12 +21,12 @@ from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
 from nexus.apps.sfcrm.runtime_client import RuntimeClient
-from nexus.contracts.errors import NexusError
+from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.roles import Role
-from nexus.platform.http import OpsInfo, create_role_app
+from nexus.platform.http import OpsInfo, create_role_app, error_response
 from nexus.platform.http_client import internal_client
 from nexus.platform.settings import Settings
-from nexus.platform.workload import WorkloadSigner, workload_key_dir
+from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
 
 APP_NAME = "sfcrm"
 WORKLOAD = "app-sfcrm"
@@ -34,6 +34,11 @@ CAPABILITIES = ("ops.v1", "sfdc-rest.v1")
 PREFIX = "/services/data"
 RUNTIME_CONNECTIONS = 256
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class MethodNotAllowed(NexusError):
+    status = 405
+    default_code = "METHOD_NOT_ALLOWED"
 
 
 class TrailingSlash:
@@ -51,7 +56,10 @@ class TrailingSlash:
 
 
 def create_app(settings: Settings) -> FastAPI:
-    signer = WorkloadSigner.load(workload_key_dir(settings.var_dir / "secrets"), WORKLOAD)
+    keys = workload_key_dir(settings.var_dir / "secrets")
+    if settings.core.env == "development":  # as `nexus serve` does; production provisions it
+        ensure_workload_keys(keys, [WORKLOAD])
+    signer = WorkloadSigner.load(keys, WORKLOAD)
     runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
 
     @asynccontextmanager
@@ -95,6 +103,13 @@ def create_app(settings: Settings) -> FastAPI:
         break in it) in the dialect's envelope."""
         if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
             raise exc
+        if not request.url.path.startswith(PREFIX):  # the role's own paths: Nexus envelope
+            plain = (
+                MethodNotAllowed("method not allowed")
+                if exc.status_code == 405
+                else NotFound(f"no route for {request.method} {request.url.path}")
+            )
+            return error_response(plain, getattr(request.state, "request_id", None))
         if exc.status_code == 405:
             error = SfError(405, "METHOD_NOT_ALLOWED", "HTTP method not allowed")
         else:
