@@ -12,7 +12,7 @@ from nexus.apps.sfcrm.context import dialect, json_object, version_number
 from nexus.apps.sfcrm.errors import SfError, bad_request, from_record_errors, not_found
 from nexus.apps.sfcrm.runtime_client import Caller
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
-from nexus.contracts.records import MutateResponse, RecordData
+from nexus.contracts.records import ItemResult, MutateResponse, RecordData
 
 router = APIRouter(prefix="/services/data/{version}/sobjects")
 MAX_BATCH_SIZE = 200
@@ -30,11 +30,14 @@ def split_fields(raw: str | None) -> list[str] | None:
     return names or None
 
 
-async def mutate_one(request: Request, item: dict[str, Any]) -> MutateResponse:
+async def saved(request: Request, item: dict[str, Any]) -> ItemResult:
+    """One record mutation for the request's caller; its errors as the error response."""
     d = dialect(request)
-    caller = request.state.caller
-    answer = await d.runtime.call(caller, "records/mutate", {"items": [item]})
-    return MutateResponse.model_validate(answer)
+    answer = await d.runtime.call(request.state.caller, "records/mutate", {"items": [item]})
+    result = MutateResponse.model_validate(answer).results[0]
+    if not result.success:
+        raise from_record_errors(result.errors)
+    return result
 
 
 @router.get("")
@@ -76,11 +79,7 @@ async def create(request: Request, version: str, name: str) -> Response:
     d = dialect(request)
     request.state.caller = await d.enter(request, version)
     body = await json_object(request)
-    result = (
-        await mutate_one(request, {"op": "create", "object": name, "fields": record_fields(body)})
-    ).results[0]
-    if not result.success:
-        raise from_record_errors(result.errors)
+    result = await saved(request, {"op": "create", "object": name, "fields": record_fields(body)})
     return d.reply(request, wire.save_result(result), 201)
 
 
@@ -113,10 +112,9 @@ async def update(request: Request, version: str, name: str, record_id: str) -> R
     if not _looks_like_id(record_id):
         raise not_found()
     body = await json_object(request)
-    item = {"op": "update", "object": name, "id": record_id, "fields": record_fields(body)}
-    result = (await mutate_one(request, item)).results[0]
-    if not result.success:
-        raise from_record_errors(result.errors)
+    await saved(
+        request, {"op": "update", "object": name, "id": record_id, "fields": record_fields(body)}
+    )
     return d.reply(request, None, 204)
 
 
@@ -126,10 +124,7 @@ async def delete(request: Request, version: str, name: str, record_id: str) -> R
     request.state.caller = await d.enter(request, version)
     if not _looks_like_id(record_id):
         raise not_found()
-    item = {"op": "delete", "object": name, "id": record_id}
-    result = (await mutate_one(request, item)).results[0]
-    if not result.success:
-        raise from_record_errors(result.errors)
+    await saved(request, {"op": "delete", "object": name, "id": record_id})
     return d.reply(request, None, 204)
 
 
@@ -170,9 +165,7 @@ async def upsert(request: Request, version: str, name: str, field: str, value: s
         "external_id": value,
         "fields": {k: v for k, v in body.items() if k.lower() != field.lower()},
     }
-    result = (await mutate_one(request, item)).results[0]
-    if not result.success:
-        raise from_record_errors(result.errors)
+    result = await saved(request, item)
     if result.created:
         return d.reply(request, wire.save_result(result, upsert=True), 201)
     if version_number(version) < 46.0:
