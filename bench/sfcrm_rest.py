@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import json
 import platform
-import random
+import secrets
 import ssl
 import statistics
 import sys
@@ -128,11 +128,13 @@ async def measure(stack: Stack, ids: list[str], concurrency: int, seconds: float
         return httpx.AsyncClient(base_url=runtime, headers=headers, timeout=30)
 
     async def dialect_read(client: httpx.AsyncClient) -> int:
-        reply = await client.get(f"/services/data/v{VERSION}/sobjects/Contact/{random.choice(ids)  # noqa: S311 - picking a row, not a secret}")
+        reply = await client.get(
+            f"/services/data/v{VERSION}/sobjects/Contact/{secrets.choice(ids)}"
+        )
         return reply.status_code
 
     async def direct_read(client: httpx.AsyncClient) -> int:
-        body = {"id": random.choice(ids)  # noqa: S311 - picking a row, not a secret, "object": "Contact"}
+        body = {"id": secrets.choice(ids), "object": "Contact"}
         return (await client.post("/internal/v1/runtime/records/read", json=body)).status_code
 
     async def dialect_query(client: httpx.AsyncClient) -> int:
