@@ -368,7 +368,9 @@ def test_jsforce(stack: Stack, tmp_path: Path) -> None:
     assert results["ok"] is True, results
 
 
-def test_schemathesis_finds_no_server_errors_or_schema_violations(stack: Stack) -> None:
+def test_schemathesis_finds_no_server_errors_or_schema_violations(
+    stack: Stack, tmp_path: Path
+) -> None:
     """Generated requests against every operation of the dialect's OpenAPI document."""
     st = Path(sys.executable).with_name("st")
     done = subprocess.run(
@@ -396,6 +398,7 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(stack: Stack) 
             "--no-color",
         ],
         env={k: v for k, v in os.environ.items() if not k.startswith(("REQUESTS_CA", "CURL_CA"))},
+        cwd=tmp_path,  # schemathesis keeps its example cache in the working directory
         capture_output=True,
         text=True,
         timeout=600,
