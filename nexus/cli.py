@@ -55,9 +55,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_app(
-    settings: Settings, role: Role, app_name: str | None = None, *, loops: str = "all"
+    settings: Settings,
+    role: Role,
+    app_name: str | None = None,
+    *,
+    loops: str = "all",
+    address: tuple[str, int] | None = None,
 ) -> object:
-    """The ASGI app of one role. Imports stay local: a process loads only its own role."""
+    """The ASGI app of one role (`address`: where it serves, for its doorbell). Imports stay
+    local: a process loads only its own role."""
     if role is Role.GATEWAY:
         from nexus.gateway.app import create_app as gateway_app
 
@@ -69,7 +75,7 @@ def build_app(
     if role is Role.RUNTIME_WORKER:
         from nexus.runtime.app import create_worker_app
 
-        return create_worker_app(settings)
+        return create_worker_app(settings, doorbell_at=address)
     if role is Role.CATALOG:
         from nexus.catalog.app import create_app as catalog_app
 
@@ -140,7 +146,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
-    app = build_app(settings, role, app_name, loops=args.loops or "all")
+    app = build_app(settings, role, app_name, loops=args.loops or "all", address=(host, port))
     config = server_config(app, timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds))
     server = uvicorn.Server(config)
     get_logger("nexus.serve").info(
