@@ -24,6 +24,7 @@ from nexus.runtime.inbox.loop import InboxLoop
 from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.release_endpoints import router as release_router
 from nexus.runtime.outbox.worker import outbox_lifespan
 
 log = get_logger(__name__)
@@ -34,6 +35,7 @@ API_CAPABILITIES = (
     "runtime.metadata.v1",
     "runtime.records.v1",
     "runtime.commands.v1",
+    "runtime.releases.v1",
 )
 WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1", "runtime.outbox.v1")
 
@@ -90,6 +92,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(identity_router)
     app.include_router(runtime_router)
     app.include_router(inbox_router)
+    app.include_router(release_router)
     return app
 
 
