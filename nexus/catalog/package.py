@@ -39,7 +39,7 @@ KIND_CAPABILITY: dict[str, str] = {
     "validation_rule": "runtime.metadata.v1",
     "flow": "runtime.flows.v1",
     "role": "runtime.roles.v1",
-    "connector_route": "integration.routes.v1",
+    "connector_route": "webhooks.ingress.v1",
 }
 ComponentKind = Literal[
     "object",

@@ -152,6 +152,13 @@ async def _build_batch(
         if comp.kind == "object":
             definition = _with_fields(definition, fields, objects.get(name))
         batch[key].append(definition)
+    in_batch = {str(o.get("api_name", "")).lower() for o in batch["objects"]}
+    for ext in fields:  # extensions of objects this release does not carry: the active ones
+        target = str(ext.definition.get("object", "")).lower()
+        if target not in in_batch and target in objects:
+            base = objects[target].model_dump(mode="json", exclude_defaults=True)
+            batch["objects"].append(_with_fields(base, fields, None))
+            in_batch.add(target)
     return batch, kept, roles
 
 
