@@ -763,7 +763,7 @@ def _catalog_run(settings: Settings, job: Callable[[Any], Awaitable[T]]) -> T:
     from nexus.contracts.errors import NexusError
     from nexus.platform.observability import configure_logging
 
-    configure_logging(role="catalog-cli", level="warning", fmt=settings.log.log_format)
+    configure_logging(role="catalog-cli", level="error", fmt=settings.log.log_format)
 
     async def run() -> T:
         async with _catalog_ctx(settings) as ctx:

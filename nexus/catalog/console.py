@@ -37,6 +37,7 @@ async def drive(
     ctx: CatalogContext, org_id: str, job_id: str, out: TextIO, *, title: str
 ) -> JobResult:
     print(f"{title} (job {job_id})", file=out, flush=True)
+    printer(out)("DRAFT", "journaled")
     result = await run_job(ctx, org_id=org_id, job_id=job_id, progress=printer(out))
     return finish(result, out)
 

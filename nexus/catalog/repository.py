@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -40,6 +40,27 @@ class CatalogRepository:
             )
         )
         return list(result.mappings())
+
+    async def release_in_use(self, digest: str) -> bool:
+        """Was a release committed in any org, or is a job still working on it? (Then its
+        version keeps this digest forever; a release only ever refused may be replaced.)"""
+        j, s = m.job, m.job_step
+        committed = await self.session.execute(
+            select(func.count())
+            .select_from(s.join(j, and_(s.c.org_id == j.c.org_id, s.c.job_id == j.c.job_id)))
+            .where(j.c.digest == digest, s.c.state == "CATALOG_COMMITTED")
+        )
+        running = await self.session.execute(
+            select(func.count())
+            .select_from(j)
+            .where(j.c.digest == digest, j.c.state.not_in(("ACTIVE", "FAILED")))
+        )
+        return int(committed.scalar_one()) + int(running.scalar_one()) > 0
+
+    async def delete_release(self, app_id: str, version: str) -> None:
+        await self.session.execute(
+            delete(m.release).where(m.release.c.app_id == app_id, m.release.c.version == version)
+        )
 
     async def insert_release(
         self, *, app_id: str, version: str, digest: str, body: str, now_ms: int

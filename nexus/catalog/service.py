@@ -133,6 +133,10 @@ async def start_apply(
         await repo.ensure_org(org_id, await _now(session))
         known = await repo.release(manifest.app_id, manifest.version)
         if known is not None and known["digest"] != digest:
+            if not await repo.release_in_use(known["digest"]):  # only ever refused
+                await repo.delete_release(manifest.app_id, manifest.version)
+                known = None
+        if known is not None and known["digest"] != digest:
             raise VersionTaken(
                 f"{manifest.app_id} {manifest.version} was published as {known['digest']}; "
                 "a version maps to one content forever (publish a new version)"
@@ -429,7 +433,8 @@ class _Runner:
             )
             detail = f"{len(release.components)} component(s), digest {job['digest'][:19]}"
         if problems:
-            raise ReleaseInvalid("the release cannot be installed: " + "; ".join(problems))
+            what = "uninstalled" if job["operation"] == "uninstall" else "installed"
+            raise ReleaseInvalid(f"{job['app_id']} cannot be {what}: " + "; ".join(problems))
         async with unit_of_work(self.sessions) as session:
             await self._advance(session, job, "VALIDATED", detail=detail)
         return detail

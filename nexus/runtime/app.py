@@ -24,8 +24,8 @@ from nexus.runtime.inbox.loop import InboxLoop
 from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
-from nexus.runtime.release_endpoints import router as release_router
 from nexus.runtime.outbox.worker import outbox_lifespan
+from nexus.runtime.release_endpoints import router as release_router
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
