@@ -132,10 +132,13 @@ async def start_apply(
         repo = CatalogRepository(session)
         await repo.ensure_org(org_id, await _now(session))
         known = await repo.release(manifest.app_id, manifest.version)
-        if known is not None and known["digest"] != digest:
-            if not await repo.release_in_use(known["digest"]):  # only ever refused
-                await repo.delete_release(manifest.app_id, manifest.version)
-                known = None
+        if (
+            known is not None
+            and known["digest"] != digest
+            and not await repo.release_in_use(known["digest"])  # only ever refused
+        ):
+            await repo.delete_release(manifest.app_id, manifest.version)
+            known = None
         if known is not None and known["digest"] != digest:
             raise VersionTaken(
                 f"{manifest.app_id} {manifest.version} was published as {known['digest']}; "
