@@ -28,4 +28,4 @@ def render() -> str:
 
 if __name__ == "__main__":
     SCHEMA_FILE.write_text(render(), encoding="utf-8")
-    print(SCHEMA_FILE)
+    print(SCHEMA_FILE)  # noqa: T201 - a developer command reports what it wrote
