@@ -293,6 +293,8 @@ class _Runner:
 
     async def run(self) -> JobResult:
         job = await self.job()
+        if job["state"] == "DRAFT":
+            self._failpoint("DRAFT")
         while job["state"] not in ("ACTIVE", "FAILED"):
             target = NEXT[job["state"]]
             try:
@@ -303,12 +305,15 @@ class _Runner:
             job = await self.job()
             if self.progress is not None:
                 self.progress(job["state"], detail)
-            if self.ctx.failpoint == f"{FAILPOINT_PREFIX}{job['state']}":
-                log.warning("failpoint.crash", point=self.ctx.failpoint)
-                os._exit(137)  # simulate a crash right after this state committed (tests only)
+            self._failpoint(job["state"])
         result = JobResult.of(job)
         result.kept_overrides = self.kept
         return result
+
+    def _failpoint(self, state: str) -> None:
+        if self.ctx.failpoint == f"{FAILPOINT_PREFIX}{state}":
+            log.warning("failpoint.crash", point=self.ctx.failpoint)
+            os._exit(137)  # simulate a crash right after this state committed (tests only)
 
     async def _fail(self, job: RowMapping, exc: NexusError | StaleFencingToken) -> None:
         message = exc.message if isinstance(exc, NexusError) else str(exc)
