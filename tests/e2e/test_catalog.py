@@ -185,7 +185,8 @@ def test_install_an_extension_and_refuse_uninstalling_what_it_needs(stack: Stack
     sla = stack.apply(FIXTURES / "tracker_sla")
     assert sla.returncode == 0, sla.stderr
     second = FINAL.search(sla.stdout)
-    assert second and int(second.group(1)) == 2
+    assert second, sla.stdout
+    assert int(second.group(1)) == 2
     assert "due_date__c" in stack.columns("rt_issue__c")  # a field of one App on another's
 
     refused = stack.nexus("catalog", "uninstall", "issue-tracker")
@@ -437,7 +438,8 @@ def test_upgrades_keep_customizations_refuse_removals_and_roll_back_forward(
     rolled = stack.nexus("catalog", "rollback", "issue-tracker", "--to", "1.0.0")
     assert rolled.returncode == 0, rolled.stderr
     final = FINAL.search(rolled.stdout)
-    assert final and int(final.group(1)) == revision + 1  # a newer revision, older content
+    assert final, rolled.stdout
+    assert int(final.group(1)) == revision + 1  # a newer revision, older content
     assert stack.org()["active_revision"] == revision + 1
     assert "estimate__c" in stack.columns("rt_issue__c")  # data is never dropped
     status = stack.nexus("catalog", "status")
