@@ -375,8 +375,45 @@ def test_snapshots_are_checksummed_and_scoped_to_their_consumer(stack: Stack) ->
         wrong = httpx.get(url, params={"consumer": "integration"}, headers=headers("runtime-api"))
         assert wrong.status_code == 403
         assert httpx.get(url, params={"consumer": "runtime"}).status_code == 401
+        _admin_api(stack)
     finally:
         _stop(catalog)
+
+
+def _admin_api(stack: Stack) -> None:
+    """The console's API: Runtime authorizes each request; the same jobs and journal."""
+    admin = f"http://127.0.0.1:{stack.base + 3}/admin/v1/catalog"
+    assert httpx.get(f"{admin}/status").status_code == 401
+    token = httpx.post(
+        f"http://127.0.0.1:{stack.base + 1}/services/oauth2/token",
+        data={"grant_type": "password", "username": "admin", "password": PASSWORD},
+    )
+    assert token.status_code == 200, token.text
+    auth = {"authorization": f"Bearer {token.json()['access_token']}"}
+    assert httpx.get(f"{admin}/status", headers={"authorization": "Bearer nope"}).status_code == 401
+    status = httpx.get(f"{admin}/status", headers=auth)
+    assert status.status_code == 200
+    assert "crashy" in {a["app_id"] for a in status.json()["apps"]}
+    files = {
+        str(p.relative_to(FIXTURES / "tracker_sla")): p.read_text()
+        for p in (FIXTURES / "tracker_sla").rglob("*.yaml")
+    }
+    validated = httpx.post(f"{admin}/validate", json={"files": files}, headers=auth)
+    assert validated.status_code == 200
+    assert validated.json()["app_id"] == "tracker-sla"
+    files["components/sla.yaml"] = files["components/sla.yaml"].replace("kind: field", "kind: x")
+    invalid = httpx.post(f"{admin}/validate", json={"files": files}, headers=auth)
+    assert invalid.status_code == 400
+    assert invalid.json()["fields"] == {
+        "components/sla.yaml: components[0].kind": "unknown component kind 'x'"
+    }
+    removed = httpx.post(f"{admin}/uninstall", json={"app_id": "crashy"}, headers=auth, timeout=60)
+    assert removed.status_code == 200, removed.text
+    assert removed.json()["state"] == "ACTIVE"
+    assert [s["state"] for s in removed.json()["steps"]] == list(STATES)
+    after = httpx.get(f"{admin}/status", headers=auth).json()
+    assert "crashy" not in {a["app_id"] for a in after["apps"]}
+    assert after["active_revision"] == removed.json()["catalog_revision"]
 
 
 def test_upgrades_keep_customizations_refuse_removals_and_roll_back_forward(
