@@ -7,22 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus.catalog.loader import strip_aliases
-from nexus.catalog.package import Component, Manifest
+from nexus.catalog.package import KIND_CAPABILITY, Component, Manifest
 
 #: component kinds Runtime executes (connector routes are Integration's)
-RUNTIME_KINDS = frozenset(
-    {
-        "object",
-        "field",
-        "permission_set",
-        "sharing_rule",
-        "layout",
-        "list_view",
-        "validation_rule",
-        "flow",
-        "role",
-    }
-)
+RUNTIME_KINDS = frozenset(k for k, cap in KIND_CAPABILITY.items() if cap.startswith("runtime."))
 
 
 @dataclass(frozen=True)

@@ -249,3 +249,38 @@ def test_a_consumer_keeps_its_last_verified_snapshot() -> None:
 
 def test_canonical_json_normalizes_text_and_numbers() -> None:
     assert canonical_json({"b": 1.0, "a": "e\u0301\r\n"}) == canonical_json({"a": "é\n", "b": 1})
+
+
+CRM_NAMES = {"Account", "Contact", "Lead", "Opportunity", "Case", "Task", "StageName", "sfcrm"}
+
+
+def test_no_crm_names_in_l0_code() -> None:
+    """The seams the issue tracker fixture exercises beside sfcrm carry no CRM semantics: no
+    string in Runtime's or Catalog's code names a CRM object, field or the sfcrm App (docstrings
+    aside). Workload names like `app-sfcrm` are deployment identities, not App semantics."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "nexus"
+    found = []
+    for package in ("runtime", "catalog"):
+        for path in (root / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            docstrings = {
+                id(node.body[0].value)
+                for node in ast.walk(tree)
+                if isinstance(
+                    node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+                )
+                and node.body
+                and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)
+            }
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                    and CRM_NAMES & set(node.value.replace(".", " ").split())
+                ):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert found == []
