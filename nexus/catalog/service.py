@@ -273,6 +273,10 @@ async def resume(ctx: CatalogContext, *, progress: Progress | None = None) -> li
     return results
 
 
+class _MovedOn(Exception):
+    """Another runner (a resume elsewhere) advanced this job first."""
+
+
 class _Runner:
     def __init__(
         self, ctx: CatalogContext, org_id: str, job_id: str, progress: Progress | None
@@ -299,6 +303,9 @@ class _Runner:
             target = NEXT[job["state"]]
             try:
                 detail = await getattr(self, f"_to_{target.lower()}")(job)
+            except _MovedOn:
+                log.info("catalog.job_moved_on", job_id=self.job_id)
+                return JobResult.of(await self.job())
             except (ReleaseInvalid, RuntimeRefused, StaleFencingToken) as exc:
                 await self._fail(job, exc)
                 return JobResult.of(await self.job())
@@ -356,7 +363,10 @@ class _Runner:
             **values,
         )
         if not moved:
-            raise StaleFencingToken(f"job {self.job_id} moved on or lost its fencing token")
+            current = await repo.job(self.org_id, self.job_id)
+            if current is not None and current["state"] != job["state"]:
+                raise _MovedOn(current["state"])  # another runner advanced it: let it finish
+            raise StaleFencingToken(f"job {self.job_id} lost its fencing token")
 
     # ------------------------------------------------------------------ the release content
 
