@@ -3,6 +3,7 @@ version ranges, install-time checks and snapshot verification."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import zipfile
@@ -258,8 +259,6 @@ def test_no_crm_names_in_l0_code() -> None:
     """The seams the issue tracker fixture exercises beside sfcrm carry no CRM semantics: no
     string in Runtime's or Catalog's code names a CRM object, field or the sfcrm App (docstrings
     aside). Workload names like `app-sfcrm` are deployment identities, not App semantics."""
-    import ast
-
     root = Path(__file__).resolve().parents[2] / "nexus"
     found = []
     for package in ("runtime", "catalog"):
