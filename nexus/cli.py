@@ -901,14 +901,13 @@ def cmd_catalog_status(args: argparse.Namespace) -> int:
 
 
 def _install_builtin_apps(settings: Settings) -> None:
-    """`nexus up`: install each built-in App the org never had (an uninstalled one stays
-    uninstalled); a failure is reported and the stack keeps running."""
+    """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it;
+    a failure is reported and the stack keeps running."""
     from nexus.catalog.service import catalog_status
 
     status = _catalog_run(settings, lambda ctx: catalog_status(ctx.engine))
-    seen = {job["app_id"] for job in status.get("jobs", [])} | {a["app_id"] for a in status["apps"]}
     for path in BUILTIN_PACKAGES:
-        if path.name == "package" and path.parent.name in seen:
+        if status.get("installations", {}).get(path.parent.name) == "uninstalled":
             continue
         try:
             _apply_package(settings, path, quiet_if_installed=True)

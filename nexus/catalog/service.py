@@ -620,12 +620,14 @@ async def catalog_status(engine: AsyncEngine, *, org_id: str | None = None) -> d
         active = await repo.revision(oid, int(org["active_revision"]))
         apps = json.loads(active["installed"]) if active is not None else []
         jobs = await repo.recent_jobs(oid, limit=10)
+        installations = await repo.installations(oid, only_installed=False)
     return {
         "org_id": oid,
         "catalog_revision": int(org["catalog_revision"]),
         "active_revision": int(org["active_revision"]),
         "writer_token": int(org["writer_token"]),
         "apps": apps,
+        "installations": {i["app_id"]: i["state"] for i in installations},
         "jobs": [
             {
                 "job_id": j["job_id"],
