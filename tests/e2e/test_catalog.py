@@ -237,19 +237,20 @@ def test_sfcrm_installs_beside_the_fixture_and_sample_data_loads(stack: Stack) -
     assert '"Probability": 10,' not in won.stdout
 
 
-def _crashy(stack: Stack, minor: int) -> Path:
+def _crashy(stack: Stack, minor: int, app_id: str = "crashy", prefix: str = "a9C") -> Path:
     """Version 1.<minor>.0 of a one-object App; each version adds a field."""
-    root = stack.tmp / f"crashy-{minor}"
+    root = stack.tmp / f"{app_id}-{minor}"
+    thing = "".join(part.capitalize() for part in app_id.split("-")) + "_Thing__c"
     (root / "components").mkdir(parents=True, exist_ok=True)
     (root / "manifest.yaml").write_text(
         yaml.safe_dump(
             {
                 "format": "nexus.app/v1",
-                "app_id": "crashy",
+                "app_id": app_id,
                 "publisher_id": "nexus-tests",
                 "version": f"1.{minor}.0",
                 "label": "Crash test",
-                "namespaces": ["crashy"],
+                "namespaces": [app_id],
                 "requires": {"capabilities": ["runtime.metadata.v1"]},
             }
         )
@@ -264,12 +265,12 @@ def _crashy(stack: Stack, minor: int) -> Path:
                 "components": [
                     {
                         "kind": "object",
-                        "key": "Crash_Thing__c",
+                        "key": thing,
                         "definition": {
-                            "api_name": "Crash_Thing__c",
+                            "api_name": thing,
                             "label": "Thing",
                             "plural_label": "Things",
-                            "key_prefix": "a9C",
+                            "key_prefix": prefix,
                             "name_field": {
                                 "api_name": "Name",
                                 "label": "Name",
@@ -309,14 +310,19 @@ def test_a_kill_at_each_state_resumes_to_active_exactly_once(stack: Stack) -> No
         assert org["active_revision"] == before + 1, state
         assert org["writer_job"] is None
         assert stack.steps(job_id) == list(STATES), state  # each state journaled once
-        assert f"f{minor}__c" in stack.columns("rt_crash_thing__c")
+        assert f"f{minor}__c" in stack.columns("rt_crashy_thing__c")
 
 
-def test_a_stale_fencing_token_cannot_advance(stack: Stack) -> None:
+def test_one_writer_per_org_and_a_stale_fencing_token_cannot_advance(stack: Stack) -> None:
     before = stack.org()
     crashed = stack.apply(_crashy(stack, 20), NEXUS_FAILPOINT="catalog.after.RESERVED")
     assert crashed.returncode == 137
-    job_id = job_id_of(crashed.stdout)
+    stale_job = job_id_of(crashed.stdout)
+    busy = stack.apply(_crashy(stack, 0, app_id="second", prefix="a9D"))
+    assert busy.returncode == 1  # the crashed job still holds the org's writer lease
+    assert "ORG_BUSY" in busy.stderr
+    waiting_job = job_id_of(busy.stdout)
+    assert stack.steps(waiting_job) == ["DRAFT", "VALIDATED"]
     with stack.catalog_db.begin() as conn:  # the lease expired and another writer took it
         conn.execute(
             text(
@@ -327,14 +333,16 @@ def test_a_stale_fencing_token_cannot_advance(stack: Stack) -> None:
     resumed = stack.nexus("catalog", "resume")
     assert resumed.returncode == 1
     assert "fencing token" in resumed.stderr
+    assert stack.steps(stale_job) == ["DRAFT", "VALIDATED", "RESERVED", "FAILED"]
+    # the waiting job took the (expired) lease with a newer token and went through
+    assert stack.steps(waiting_job) == list(STATES)
     org = stack.org()
-    assert org["catalog_revision"] == before["catalog_revision"]  # nothing was committed
-    assert org["active_revision"] == before["active_revision"]
-    assert stack.steps(job_id) == ["DRAFT", "VALIDATED", "RESERVED", "FAILED"]
-    # the stale job did not release the other writer's lease; it expired, so a new job runs
-    retried = stack.apply(_crashy(stack, 20))
+    assert org["catalog_revision"] == before["catalog_revision"] + 1  # only the waiting job's
+    assert org["active_revision"] == before["catalog_revision"] + 1
+    assert org["writer_token"] == before["writer_token"] + 3  # crashed, taken over, waiting
+    retried = stack.apply(_crashy(stack, 20))  # never committed: the same version may retry
     assert retried.returncode == 0, retried.stderr
-    assert stack.org()["catalog_revision"] == before["catalog_revision"] + 1
+    assert stack.org()["catalog_revision"] == before["catalog_revision"] + 2
 
 
 def test_snapshots_are_checksummed_and_scoped_to_their_consumer(stack: Stack) -> None:
