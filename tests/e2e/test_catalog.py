@@ -214,6 +214,28 @@ def test_install_an_extension_and_refuse_uninstalling_what_it_needs(stack: Stack
     assert "issue-tracker        1.0.0" in status.stdout
     assert "active CatalogRevision 2" in status.stdout
 
+    def steal(p: Path) -> None:  # another App declaring the tracker's Issue__c
+        manifest = yaml.safe_load((p / "manifest.yaml").read_text())
+        manifest.update(app_id="thief", namespaces=["thief"])
+        (p / "manifest.yaml").write_text(yaml.safe_dump(manifest))
+        for name in ("security.yaml", "logic.yaml"):
+            (p / "components" / name).unlink()
+
+    thief = stack.apply(variant(FIXTURES / "issue_tracker", stack.tmp / "thief", "1.0.0", steal))
+    assert thief.returncode == 1
+    assert "object Issue__c is owned by App issue-tracker" in thief.stderr
+    assert stack.org()["active_revision"] == 2
+
+    def break_kind(p: Path) -> None:
+        edit_yaml(p / "components" / "logic.yaml", lambda d: d["components"][1].update(kind="x"))
+
+    broken = variant(FIXTURES / "issue_tracker", stack.tmp / "broken", "9.9.9", break_kind)
+    invalid = stack.nexus("catalog", "validate", str(broken))
+    assert invalid.returncode == 1
+    assert invalid.stderr.splitlines()[0] == (
+        f"{broken}/components/logic.yaml: components[1].kind: unknown component kind 'x'"
+    )
+
 
 def test_sfcrm_installs_beside_the_fixture_and_sample_data_loads(stack: Stack) -> None:
     installed = stack.apply(SFCRM)
