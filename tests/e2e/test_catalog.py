@@ -212,6 +212,7 @@ def test_install_an_extension_and_refuse_uninstalling_what_it_needs(stack: Stack
 
     status = stack.nexus("catalog", "status")
     assert "issue-tracker        1.0.0" in status.stdout
+
     assert "active CatalogRevision 2" in status.stdout
 
     def steal(p: Path) -> None:  # another App declaring the tracker's Issue__c
@@ -511,3 +512,27 @@ def test_upgrades_keep_customizations_refuse_removals_and_roll_back_forward(
     assert "estimate__c" in stack.columns("rt_issue__c")  # data is never dropped
     status = stack.nexus("catalog", "status")
     assert "issue-tracker        1.0.0" in status.stdout
+
+    # uninstall: dependents first; the App's flows and rules stop, its data stays
+    assert stack.nexus("catalog", "uninstall", "tracker-sla").returncode == 0
+    gone = stack.nexus("catalog", "uninstall", "issue-tracker")
+    assert gone.returncode == 0, gone.stderr
+    assert "issue-tracker 1.0.0: ACTIVE" in gone.stdout
+    with stack.runtime_db.connect() as conn:
+        bodies = dict(
+            conn.execute(
+                text(
+                    "SELECT d.name, d.body FROM runtime_definition d"
+                    " JOIN runtime_active_definition a ON a.org_id = d.org_id"
+                    " AND a.kind = d.kind AND a.name = d.name AND a.version = d.version"
+                    " WHERE d.name IN ('Issue_Resolved_Flag', 'Points_Not_Negative',"
+                    " 'Issue_Layout')"
+                )
+            ).all()
+        )
+    assert '"active":false' in bodies["Issue_Resolved_Flag"]  # removal_policy: deactivate
+    assert '"active":false' in bodies["Points_Not_Negative"]
+    assert "Ours" in bodies["Issue_Layout"]  # retained (and still the org's own)
+    assert "due_date__c" in stack.columns("rt_issue__c")
+    final_status = stack.nexus("catalog", "status").stdout
+    assert "issue-tracker " not in final_status.split("  job")[0]
