@@ -22,7 +22,7 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +80,7 @@ class CatalogContext:
     lease_ms: int = DEFAULT_LEASE_MS
     failpoint: str | None = None
     #: capabilities provided beside Runtime's (Integration's, from its /version)
-    extra_capabilities: Callable[[], Any] | None = None
+    extra_capabilities: Callable[[], Awaitable[list[str]]] | None = None
 
 
 @dataclass

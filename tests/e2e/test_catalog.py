@@ -407,6 +407,14 @@ def test_snapshots_are_checksummed_and_scoped_to_their_consumer(stack: Stack) ->
         assert wrong.status_code == 403
         assert httpx.get(url, params={"consumer": "runtime"}).status_code == 401
         _admin_api(stack)
+        # Runtime's release API answers the catalog workload only
+        state_url = f"http://127.0.0.1:{stack.base + 1}/internal/v1/runtime/releases/state"
+        deadline = {"x-nexus-deadline": str(int((time.time() + 30) * 1000))}
+        for workload, status in (("catalog", 200), ("integration", 403), ("app-sfcrm", 403)):
+            signed = workload_signer(settings, workload).token("runtime-api")
+            reply = httpx.post(state_url, headers={"x-nexus-workload": signed, **deadline})
+            assert reply.status_code == status, (workload, reply.text)
+        assert httpx.post(state_url, headers=deadline).status_code == 401
     finally:
         _stop(catalog)
 
