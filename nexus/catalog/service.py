@@ -573,7 +573,15 @@ class _Runner:
         return detail
 
     async def _to_runtime_prepared(self, job: RowMapping) -> str:
-        state = await self.ctx.runtime.prepare(await self._request(job))
+        request = await self._request(job)
+        request.app_id = job["app_id"]
+        request.snapshot = await read_snapshot(
+            self.ctx.engine,
+            consumer="runtime",
+            org_id=self.org_id,
+            revision=int(job["catalog_revision"]),
+        )
+        state = await self.ctx.runtime.prepare(request)
         self.kept = state.kept_overrides
         detail = (
             f"{len(state.changed)} definition(s) changed, SchemaGeneration "
@@ -644,15 +652,21 @@ async def catalog_status(engine: AsyncEngine, *, org_id: str | None = None) -> d
 
 
 async def read_snapshot(
-    engine: AsyncEngine, *, consumer: Consumer, org_id: str | None = None
+    engine: AsyncEngine,
+    *,
+    consumer: Consumer,
+    org_id: str | None = None,
+    revision: int | None = None,
 ) -> Snapshot | None:
-    """The consumer's projection of the org's ACTIVE revision (None before any install)."""
+    """The consumer's projection of the org's ACTIVE revision (or of `revision`, published
+    but maybe not active yet); None when there is none."""
     async with unit_of_work(session_factory(engine), readonly=True) as session:
         repo = CatalogRepository(session)
         org = await repo.org(org_id) if org_id else await repo.first_org()
-        if org is None or not org["active_revision"]:
+        wanted = revision if revision is not None else (org["active_revision"] if org else 0)
+        if org is None or not wanted:
             return None
-        row = await repo.snapshot(org["org_id"], int(org["active_revision"]), consumer)
+        row = await repo.snapshot(org["org_id"], int(wanted), consumer)
     if row is None:
         return None
     return Snapshot(

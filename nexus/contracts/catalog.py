@@ -153,6 +153,10 @@ class ReleaseRequest(BaseModel):
     components: list[ReleaseComponent] = Field(default_factory=list, max_length=2000)
     #: components of uninstalled Apps whose removal policy deactivates them
     deactivate: list[ReleaseComponent] = Field(default_factory=list, max_length=2000)
+    #: RUNTIME_PREPARED: the published `runtime` snapshot of `catalog_revision`; Runtime
+    #: verifies its checksum and that every component it installs is the published one
+    snapshot: Snapshot | None = None
+    app_id: str | None = None
 
 
 class ReleaseState(BaseModel):
@@ -166,3 +170,5 @@ class ReleaseState(BaseModel):
     security_epoch: int
     kept_overrides: list[str] = Field(default_factory=list)
     changed: list[str] = Field(default_factory=list)
+    #: the newest catalog revision whose runtime snapshot this replica verified
+    verified_catalog_revision: int = 0

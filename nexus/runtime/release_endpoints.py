@@ -19,6 +19,7 @@ from nexus.contracts.catalog import (
     RELEASES_CAPABILITY,
     ReleaseRequest,
     ReleaseState,
+    SnapshotKeeper,
 )
 from nexus.identity.endpoints import WorkloadCall, workload_call
 from nexus.platform.service_app import ServiceState
@@ -43,6 +44,14 @@ async def schema(request: Request, body: ReleaseRequest, caller: Caller) -> Rele
     return await prepare_schema(_engine(request).engine, body)
 
 
+def _keeper(request: Request) -> SnapshotKeeper:
+    """This replica's last verified `runtime` snapshot (kept when a newer one fails)."""
+    keeper: SnapshotKeeper | None = getattr(request.app.state, "catalog_snapshot", None)
+    if keeper is None:
+        keeper = request.app.state.catalog_snapshot = SnapshotKeeper("runtime")
+    return keeper
+
+
 @router.post(RELEASE_PREPARE_PATH, response_model=ReleaseState)
 async def prepare(request: Request, body: ReleaseRequest, caller: Caller) -> ReleaseState:
-    return await prepare_release(_engine(request).engine, body)
+    return await prepare_release(_engine(request).engine, body, _keeper(request))

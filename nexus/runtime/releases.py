@@ -23,7 +23,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.contracts.catalog import ReleaseComponent, ReleaseRequest, ReleaseState
+from nexus.contracts.catalog import (
+    ReleaseComponent,
+    ReleaseRequest,
+    ReleaseState,
+    SnapshotKeeper,
+    SnapshotRejected,
+    canonical_json,
+)
 from nexus.contracts.errors import BadRequest, Conflict
 from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
@@ -206,9 +213,36 @@ async def prepare_schema(engine: AsyncEngine, request: ReleaseRequest) -> Releas
     return await release_state(engine, org_id=request.org_id)
 
 
-async def prepare_release(engine: AsyncEngine, request: ReleaseRequest) -> ReleaseState:
-    """RUNTIME_PREPARED: roles, then the metadata apply; returns the axes after it."""
+def verify_snapshot(request: ReleaseRequest, keeper: SnapshotKeeper) -> None:
+    """The release Runtime installs must be the published one: the snapshot verifies (the
+    keeper holds the last one that did), belongs to the job's revision, and carries every
+    component of the request unchanged."""
+    if request.snapshot is None:
+        return
+    try:
+        snapshot = keeper.offer(request.snapshot.model_dump())
+    except SnapshotRejected as exc:
+        raise ReleaseRefused(f"the release snapshot failed verification: {exc}") from None
+    if snapshot.catalog_revision != request.catalog_revision:
+        raise ReleaseRefused("the snapshot is not the job's catalog revision")
+    published = {
+        (c.get("kind"), c.get("key")): canonical_json(c.get("definition"))
+        for c in snapshot.content.get("components", [])
+        if c.get("owner") == request.app_id
+    }
+    for comp in request.components:
+        if published.get((comp.kind, comp.key)) != canonical_json(comp.definition):
+            raise ReleaseRefused(f"{comp.kind} {comp.key} is not the published definition")
+
+
+async def prepare_release(
+    engine: AsyncEngine, request: ReleaseRequest, keeper: SnapshotKeeper | None = None
+) -> ReleaseState:
+    """RUNTIME_PREPARED: verify the snapshot, roles, then the metadata apply; returns the
+    axes after it."""
     await release_state(engine, org_id=request.org_id)
+    if keeper is not None:
+        verify_snapshot(request, keeper)
     raw, kept, roles = await _build_batch(engine, request)
     await _ensure_roles(engine, request.org_id, roles)
     try:
@@ -218,6 +252,8 @@ async def prepare_release(engine: AsyncEngine, request: ReleaseRequest) -> Relea
     state = await release_state(engine, org_id=request.org_id)
     state.kept_overrides = kept
     state.changed = [f"{v['kind']}:{v['name']}" for v in result.versions]
+    if keeper is not None and keeper.current is not None:
+        state.verified_catalog_revision = keeper.current.catalog_revision
     return state
 
 

@@ -406,7 +406,6 @@ def test_snapshots_are_checksummed_and_scoped_to_their_consumer(stack: Stack) ->
         wrong = httpx.get(url, params={"consumer": "integration"}, headers=headers("runtime-api"))
         assert wrong.status_code == 403
         assert httpx.get(url, params={"consumer": "runtime"}).status_code == 401
-        _admin_api(stack)
         # Runtime's release API answers the catalog workload only
         state_url = f"http://127.0.0.1:{stack.base + 1}/internal/v1/runtime/releases/state"
         deadline = {"x-nexus-deadline": str(int((time.time() + 30) * 1000))}
@@ -415,6 +414,30 @@ def test_snapshots_are_checksummed_and_scoped_to_their_consumer(stack: Stack) ->
             reply = httpx.post(state_url, headers={"x-nexus-workload": signed, **deadline})
             assert reply.status_code == status, (workload, reply.text)
         assert httpx.post(state_url, headers=deadline).status_code == 401
+        # Runtime installs only the published, checksummed content
+        prepare = state_url.removesuffix("/state") + "/prepare"
+        org = stack.org()
+        body = {
+            "org_id": org["org_id"],
+            "catalog_revision": snapshot.catalog_revision,
+            "fencing_token": org["writer_token"],
+            "app_id": "sfcrm",
+            "snapshot": forged,
+            "components": [],
+        }
+        catalog_token = workload_signer(settings, "catalog").token("runtime-api")
+        signed_headers = {"x-nexus-workload": catalog_token, **deadline}
+        refused = httpx.post(prepare, json=body, headers=signed_headers)
+        assert refused.status_code == 400
+        assert "failed verification" in refused.json()["message"]
+        body["snapshot"] = snapshot.model_dump()
+        body["components"] = [
+            {"kind": "layout", "key": "Account_Layout", "definition": {"api_name": "Hacked"}}
+        ]
+        altered = httpx.post(prepare, json=body, headers=signed_headers)
+        assert altered.status_code == 400
+        assert "not the published definition" in altered.json()["message"]
+        _admin_api(stack)
     finally:
         _stop(catalog)
 
