@@ -901,18 +901,25 @@ def cmd_catalog_status(args: argparse.Namespace) -> int:
 
 
 def _install_builtin_apps(settings: Settings) -> None:
-    """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it;
-    a failure is reported and the stack keeps running."""
+    """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it.
+    Any failure is one line on stderr and the stack keeps running (`nexus catalog ...` can
+    finish the job later)."""
     from nexus.catalog.service import catalog_status
 
-    status = _catalog_run(settings, lambda ctx: catalog_status(ctx.engine))
-    for path in BUILTIN_PACKAGES:
-        if status.get("installations", {}).get(path.parent.name) == "uninstalled":
-            continue
-        try:
+    try:
+        status = _catalog_run(settings, lambda ctx: catalog_status(ctx.engine))
+        for path in BUILTIN_PACKAGES:
+            if status.get("installations", {}).get(path.parent.name) == "uninstalled":
+                continue
             _apply_package(settings, path, quiet_if_installed=True)
-        except CliError as exc:
-            print(f"nexus: error: installing {path.parent.name}: {exc}", file=sys.stderr)
+    except CliError as exc:
+        print(f"nexus: error: installing the built-in Apps: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # noqa: BLE001 - the stack must keep running; one line, no URL
+        print(
+            f"nexus: error: installing the built-in Apps: {type(exc).__name__}: {_safe(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def cmd_demo_load(args: argparse.Namespace) -> int:
