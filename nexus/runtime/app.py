@@ -27,6 +27,7 @@ from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
+from nexus.runtime.release_endpoints import router as release_router
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
@@ -36,6 +37,7 @@ API_CAPABILITIES = (
     "runtime.metadata.v1",
     "runtime.records.v1",
     "runtime.commands.v1",
+    "runtime.releases.v1",
 )
 WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1", "runtime.outbox.v1")
 INBOX_BELL = b"inbox"  # runtime-api -> runtime-worker: commands were accepted
@@ -99,6 +101,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(identity_router)
     app.include_router(runtime_router)
     app.include_router(inbox_router)
+    app.include_router(release_router)
     return app
 
 
