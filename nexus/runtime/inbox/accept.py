@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Literal
 
 from sqlalchemy.exc import OperationalError
@@ -59,10 +60,12 @@ class CommandInbox:
         sessions: async_sessionmaker[AsyncSession],
         *,
         max_body_bytes: int,
+        on_accepted: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.sessions = sessions
         self.max_body_bytes = max_body_bytes
+        self.on_accepted = on_accepted  # after a commit that queued a new command
         self.turns = WriteTurns(sessions)
 
     async def accept(
@@ -85,6 +88,8 @@ class CommandInbox:
                 if attempt == DEADLOCK_ATTEMPTS or not is_deadlock(exc):
                     raise
                 log.info("inbox.accept_deadlock_retried", attempt=attempt)
+        if status == "accepted":
+            self.on_accepted()
         log.info("inbox.accepted", work_id=work_id, workload=workload, status=status)
         return AcceptCommandResponse(message_id=request.message_id, work_id=work_id, status=status)
 
