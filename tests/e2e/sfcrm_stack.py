@@ -1,9 +1,10 @@
-"""One `nexus up` stack for the Salesforce-dialect client suites: HTTPS gateway, the sales
-objects (applied as metadata; fine if the sfcrm package already made them), users with
-different access, and their tokens."""
+"""One `nexus up` stack for the Salesforce-dialect client suites: HTTPS gateway, the sfcrm
+package's sales objects (applied as metadata too, so the suites do not depend on the install),
+users with different access, and their tokens."""
 
 from __future__ import annotations
 
+import copy
 import json
 import ssl
 import subprocess
@@ -12,9 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import yaml
 
+from nexus.apps import sfcrm
 from nexus.platform.settings import TLS_PORT_OFFSET
 from tests.conftest import Backend
 from tests.e2e.test_stack import NEXUS, clean_env, running_stack
@@ -23,107 +27,57 @@ ADMIN_PASSWORD = "sfcrm-admin-password-1"
 PASSWORD = "sfcrm-user-password-1"
 VERSION = "59.0"
 
-METADATA = {
-    "objects": [
-        {
-            "api_name": "Account",
-            "label": "Account",
-            "plural_label": "Accounts",
-            "key_prefix": "001",
-            "sharing_model": "Private",
-            "name_field": {
-                "api_name": "Name",
-                "label": "Account Name",
-                "type": "text",
-                "length": 255,
-            },
-            "fields": [
-                {
-                    "api_name": "Ext_Id__c",
-                    "label": "External Id",
-                    "type": "text",
-                    "length": 64,
-                    "external_id": True,
-                    "unique": True,
-                },
-                {"api_name": "Revenue__c", "label": "Revenue", "type": "currency"},
-                {
-                    "api_name": "Tier__c",
-                    "label": "Tier",
-                    "type": "picklist",
-                    "values": [{"value": "Gold"}, {"value": "Silver"}],
-                },
-            ],
-        },
-        {
-            "api_name": "Contact",
-            "label": "Contact",
-            "plural_label": "Contacts",
-            "key_prefix": "003",
-            "sharing_model": "Private",
-            "name_field": {"api_name": "Name", "label": "Full Name", "type": "text", "length": 121},
-            "fields": [
-                {"api_name": "LastName", "label": "Last Name", "type": "text", "length": 80},
-                {"api_name": "Email", "label": "Email", "type": "email"},
-                {
-                    "api_name": "AccountId",
-                    "label": "Account",
-                    "type": "lookup",
-                    "reference_to": "Account",
-                    "relationship_name": "Account",
-                    "child_relationship_name": "Contacts",
-                },
-                {
-                    "api_name": "Ext_Id__c",
-                    "label": "External Id",
-                    "type": "text",
-                    "length": 64,
-                    "external_id": True,
-                    "unique": True,
-                },
-                {
-                    "api_name": "Skills__c",
-                    "label": "Skills",
-                    "type": "multi_picklist",
-                    "values": [{"value": "Python"}, {"value": "Go"}, {"value": "Rust"}],
-                },
-            ],
-        },
-    ],
-    "permission_sets": [
-        {
-            "api_name": "Sfcrm_Sales",
-            "label": "Sales",
-            "objects": [
-                {
-                    "object": o,
-                    "create": True,
-                    "read": True,
-                    "edit": True,
-                    "delete": True,
-                    "all_fields": "edit",
-                }
-                for o in ("Account", "Contact")
-            ],
-        },
-        {
-            "api_name": "Sfcrm_Read_Only",
-            "label": "Read Only",
-            "objects": [
-                {"object": o, "read": True, "all_fields": "read"} for o in ("Account", "Contact")
-            ],
-        },
-    ],
-    "validation_rules": [
-        {
-            "api_name": "No_Negative_Revenue",
-            "object": "Account",
-            "formula": "Revenue__c < 0",
-            "error_message": "revenue cannot be negative",
-            "error_field": "Revenue__c",
-        }
-    ],
+PACKAGE_OBJECTS = Path(sfcrm.__file__).parent / "package" / "components" / "objects.yaml"
+SKILLS = {
+    "api_name": "Skills__c",
+    "label": "Skills",
+    "type": "multi_picklist",
+    "values": [{"value": "Python"}, {"value": "Go"}, {"value": "Rust"}],
 }
+
+
+def metadata() -> dict[str, Any]:
+    """The sfcrm package's Account, Contact and Opportunity (what `nexus up` installs; applied
+    unchanged when it did) plus what these tests add: a multi-picklist on Contact, a
+    validation rule on Account, and permission sets for the test users."""
+    package = yaml.safe_load(PACKAGE_OBJECTS.read_text())["components"]
+    objects = {c["key"]: copy.deepcopy(c["definition"]) for c in package if c["kind"] == "object"}
+    objects["Contact"]["fields"].append(SKILLS)
+    names = ("Account", "Contact", "Opportunity")
+    return {
+        "objects": [objects[name] for name in names],
+        "permission_sets": [
+            {
+                "api_name": "Sfcrm_Test_Sales",
+                "label": "Sales (tests)",
+                "objects": [
+                    {
+                        "object": name,
+                        "create": True,
+                        "read": True,
+                        "edit": True,
+                        "delete": True,
+                        "all_fields": "edit",
+                    }
+                    for name in names
+                ],
+            },
+            {
+                "api_name": "Sfcrm_Test_Read_Only",
+                "label": "Read Only (tests)",
+                "objects": [{"object": name, "read": True, "all_fields": "read"} for name in names],
+            },
+        ],
+        "validation_rules": [
+            {
+                "api_name": "Sfcrm_Test_No_Negative_Revenue",
+                "object": "Account",
+                "formula": "AnnualRevenue < 0",
+                "error_message": "revenue cannot be negative",
+                "error_field": "AnnualRevenue",
+            }
+        ],
+    }
 
 
 @dataclass
@@ -185,13 +139,13 @@ def sfcrm_stack(tmp_path: Path, backend: Backend, **extra_env: str) -> Iterator[
         if backend.name == "mariadb":
             env.update(backend.env())
         stack = Stack(base=base, env=env, ca=tmp_path / "var" / "tls" / "ca.pem")
-        (tmp_path / "sales.json").write_text(json.dumps(METADATA))
+        (tmp_path / "sales.json").write_text(json.dumps(metadata()))
         stack.nexus("metadata", "apply", str(tmp_path / "sales.json"))
         users = (
-            ("rep1", "Sfcrm_Sales"),
-            ("rep2", "Sfcrm_Sales"),
-            ("viewer", "Sfcrm_Read_Only"),
-            ("fuzzer", "Sfcrm_Sales"),  # schemathesis: its records are private to it
+            ("rep1", "Sfcrm_Test_Sales"),
+            ("rep2", "Sfcrm_Test_Sales"),
+            ("viewer", "Sfcrm_Test_Read_Only"),
+            ("fuzzer", "Sfcrm_Test_Sales"),  # schemathesis: its records are private to it
         )
 
         def add_user(user: str, permission_set: str) -> None:

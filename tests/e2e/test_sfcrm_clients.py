@@ -54,7 +54,9 @@ def error_code(exc: Any) -> str:
 
 def test_record_crud_and_external_ids(stack: Stack) -> None:
     sf = client(stack)
-    created = sf.Account.create({"Name": "Acme", "Ext_Id__c": "A-1", "Revenue__c": 10})
+    created = sf.Account.create(
+        {"Name": "Acme", "External_Customer_Id__c": "A-1", "AnnualRevenue": 10}
+    )
     assert created["success"] is True
     assert created["errors"] == []
     account_id = created["id"]
@@ -67,14 +69,14 @@ def test_record_crud_and_external_ids(stack: Stack) -> None:
         "type": "Account",
         "url": f"/services/data/v{VERSION}/sobjects/Account/{account_id}",
     }
-    assert sf.Account.get_by_custom_id("Ext_Id__c", "A-1")["Id"] == account_id
+    assert sf.Account.get_by_custom_id("External_Customer_Id__c", "A-1")["Id"] == account_id
 
     assert sf.Account.update(account_id, {"Name": "Acme Corp"}) == 204
     assert sf.Account.get(account_id)["Name"] == "Acme Corp"
 
-    assert sf.Account.upsert("Ext_Id__c/A-1", {"Name": "Acme Inc"}) == 200  # update
-    assert sf.Account.upsert("Ext_Id__c/A-2", {"Name": "Beta"}) == 201  # create
-    beta = sf.Account.get_by_custom_id("Ext_Id__c", "A-2")
+    assert sf.Account.upsert("External_Customer_Id__c/A-1", {"Name": "Acme Inc"}) == 200  # update
+    assert sf.Account.upsert("External_Customer_Id__c/A-2", {"Name": "Beta"}) == 201  # create
+    beta = sf.Account.get_by_custom_id("External_Customer_Id__c", "A-2")
     assert beta["Name"] == "Beta"
     assert sf.Account.get(account_id)["Name"] == "Acme Inc"
 
@@ -100,10 +102,10 @@ def test_describe_global_and_object(stack: Stack) -> None:
     account = sf.Account.describe()
     fields = {f["name"]: f for f in account["fields"]}
     assert fields["Id"]["type"] == "id"
-    assert fields["Ext_Id__c"]["externalId"] is True
-    assert fields["Ext_Id__c"]["unique"] is True
-    assert fields["Revenue__c"]["type"] == "currency"
-    assert [p["value"] for p in fields["Tier__c"]["picklistValues"]] == ["Gold", "Silver"]
+    assert fields["External_Customer_Id__c"]["externalId"] is True
+    assert fields["External_Customer_Id__c"]["unique"] is True
+    assert fields["AnnualRevenue"]["type"] == "currency"
+    assert "Banking" in [p["value"] for p in fields["Industry"]["picklistValues"]]
     assert any(c["childSObject"] == "Contact" for c in account["childRelationships"])
     contact = {f["name"]: f for f in sf.Contact.describe()["fields"]}
     assert contact["AccountId"]["referenceTo"] == ["Account"]
@@ -217,21 +219,27 @@ def test_composite_request_with_references(stack: Stack) -> None:
     updated = sf.restful(
         "composite/sobjects",
         method="PATCH",
-        json={"records": [{"attributes": {"type": "Account"}, "id": ids[0], "Tier__c": "Gold"}]},
+        json={
+            "records": [{"attributes": {"type": "Account"}, "id": ids[0], "Industry": "Banking"}]
+        },
     )
     assert updated == [{"id": ids[0], "success": True, "errors": []}]
     fetched = sf.restful(
         "composite/sobjects/Account",
         method="POST",
-        json={"ids": [*ids, "001000000000000AAA"], "fields": ["Name", "Tier__c"]},
+        json={"ids": [*ids, "001000000000000AAA"], "fields": ["Name", "Industry"]},
     )
-    assert fetched[0]["Tier__c"] == "Gold"
+    assert fetched[0]["Industry"] == "Banking"
     assert fetched[0]["Name"] == "Composite Co"
     assert fetched[1] is None  # type: ignore[index]
     upserted = sf.restful(
-        "composite/sobjects/Account/Ext_Id__c",
+        "composite/sobjects/Account/External_Customer_Id__c",
         method="PATCH",
-        json={"records": [{"attributes": {"type": "Account"}, "Ext_Id__c": "C-1", "Name": "Col"}]},
+        json={
+            "records": [
+                {"attributes": {"type": "Account"}, "External_Customer_Id__c": "C-1", "Name": "Col"}
+            ]
+        },
     )
     assert upserted[0]["created"] is True  # type: ignore[index]
     deleted = sf.restful("composite/sobjects", method="DELETE", params={"ids": ",".join(ids)})
@@ -247,12 +255,12 @@ def test_every_error_class_simple_salesforce_maps(stack: Stack) -> None:
         sf.Account.create({"Name": "X", "No_Such_Field__c": 1})
     assert error_code(invalid.value) == "INVALID_FIELD"
     with pytest.raises(SalesforceMalformedRequest) as rule:
-        sf.Account.create({"Name": "Negative", "Revenue__c": -5})
+        sf.Account.create({"Name": "Negative", "AnnualRevenue": -5})
     assert error_code(rule.value) == "FIELD_CUSTOM_VALIDATION_EXCEPTION"
     assert rule.value.content[0]["message"] == "revenue cannot be negative"
-    sf.Account.create({"Name": "Dup", "Ext_Id__c": "DUP-1"})
+    sf.Account.create({"Name": "Dup", "External_Customer_Id__c": "DUP-1"})
     with pytest.raises(SalesforceMalformedRequest) as duplicate:
-        sf.Account.create({"Name": "Dup again", "Ext_Id__c": "DUP-1"})
+        sf.Account.create({"Name": "Dup again", "External_Customer_Id__c": "DUP-1"})
     assert error_code(duplicate.value) == "DUPLICATE_VALUE"
     with pytest.raises(SalesforceMalformedRequest) as bad_json:
         sf.restful("sobjects/Account", method="POST", data="{not json")
@@ -272,21 +280,23 @@ def test_every_error_class_simple_salesforce_maps(stack: Stack) -> None:
     with pytest.raises(SalesforceResourceNotFound):  # 404
         sf.Account.get("001000000000000AAA")
     with pytest.raises(SalesforceResourceNotFound):
-        sf.Account.get_by_custom_id("Ext_Id__c", "never-made")
+        sf.Account.get_by_custom_id("External_Customer_Id__c", "never-made")
     with pytest.raises(SalesforceResourceNotFound):
         sf.restful("sobjects/NoSuchObject/describe")
 
 
 def test_sharing_hides_records_from_get_and_query(stack: Stack) -> None:
+    """Opportunity is Private in the sfcrm package: a rep sees only their own."""
     rep1, rep2 = client(stack, "rep1"), client(stack, "rep2")
-    private = rep1.Account.create({"Name": "Rep1 Secret"})["id"]
-    rep2.Account.create({"Name": "Rep2 Own"})
+    deal = {"StageName": "Prospecting", "CloseDate": "2027-01-31"}
+    private = rep1.Opportunity.create({"Name": "Rep1 Secret", **deal})["id"]
+    rep2.Opportunity.create({"Name": "Rep2 Own", **deal})
     with pytest.raises(SalesforceResourceNotFound):
-        rep2.Account.get(private)
-    seen = rep2.query("SELECT Id, Name FROM Account WHERE Name LIKE 'Rep%'")
+        rep2.Opportunity.get(private)
+    seen = rep2.query("SELECT Id, Name FROM Opportunity WHERE Name LIKE 'Rep%'")
     assert [r["Name"] for r in seen["records"]] == ["Rep2 Own"]
     assert seen["totalSize"] == 1
-    assert rep1.query("SELECT Id FROM Account WHERE Name = 'Rep1 Secret'")["totalSize"] == 1
+    assert rep1.query("SELECT Id FROM Opportunity WHERE Name = 'Rep1 Secret'")["totalSize"] == 1
 
 
 def test_directory_search_limits_and_usage_header(stack: Stack) -> None:

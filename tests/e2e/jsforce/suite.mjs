@@ -29,7 +29,7 @@ assert.equal((await accounts.retrieve(created.id)).Name, "JS Account 2");
 
 // describe
 const described = await accounts.describe();
-assert.ok(described.fields.some((f) => f.name === "Ext_Id__c" && f.externalId));
+assert.ok(described.fields.some((f) => f.name === "External_Customer_Id__c" && f.externalId));
 const global = await conn.describeGlobal();
 assert.ok(global.sobjects.some((s) => s.name === "Contact"));
 
