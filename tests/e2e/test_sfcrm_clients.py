@@ -155,6 +155,14 @@ def test_query_pages_and_parent_fields(stack: Stack) -> None:
     count = sf.query("SELECT COUNT() FROM Contact WHERE LastName LIKE 'Page%'")
     assert count["totalSize"] == 450
 
+    sf.Contact.delete(everything["records"][0]["Id"])  # queryAll still sees it, as deleted
+    live = sf.query_all("SELECT Id FROM Contact WHERE LastName LIKE 'Page%'")
+    assert live["totalSize"] == 449
+    with_deleted = sf.query_all(
+        "SELECT Id, IsDeleted FROM Contact WHERE LastName = 'Page0000'", include_deleted=True
+    )
+    assert [r["IsDeleted"] for r in with_deleted["records"]] == [True]
+
 
 def test_composite_request_with_references(stack: Stack) -> None:
     sf = client(stack)

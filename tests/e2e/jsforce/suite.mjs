@@ -27,6 +27,17 @@ assert.equal(fetched.attributes.type, "Account");
 await accounts.update({ Id: created.id, Name: "JS Account 2" });
 assert.equal((await accounts.retrieve(created.id)).Name, "JS Account 2");
 
+// upsert by external id: created, then updated
+const ext = "External_Customer_Id__c";
+const first = await accounts.upsert({ Name: "JS Upsert", [ext]: "JS-1" }, ext);
+assert.equal(first.success, true);
+assert.equal(first.created, true);
+const again = await accounts.upsert({ Name: "JS Upserted", [ext]: "JS-1" }, ext);
+assert.equal(again.success, true);
+assert.equal(again.created, false);
+const upserted = await accounts.find({ [ext]: "JS-1" }, ["Id", "Name"]);
+assert.deepEqual(upserted.map((r) => r.Name), ["JS Upserted"]);
+
 // describe
 const described = await accounts.describe();
 assert.ok(described.fields.some((f) => f.name === "External_Customer_Id__c" && f.externalId));
