@@ -37,7 +37,13 @@ CLOCK_SKEW_SECONDS = 5
 #: present who they are.
 CAPABILITIES: Mapping[str, frozenset[str]] = {
     "app-sfcrm": frozenset(
-        {"identity.exchange", "identity.read", "runtime.metadata.apply", "runtime.records"}
+        {
+            "identity.exchange",
+            "identity.read",
+            "runtime.metadata.apply",
+            "runtime.records",
+            "runtime.usage",
+        }
     ),
     # exchange + operators.check: the integration admin API asks Runtime about its users;
     # commands: AcceptCommand (its executor delivers work items to Runtime)

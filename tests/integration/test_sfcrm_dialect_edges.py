@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from nexus.apps.sfcrm.app import WORKLOAD, create_app
+from nexus.apps.sfcrm.app import USAGE_REPORT_SECONDS, WORKLOAD, create_app
+from nexus.contracts.usage import USAGE_PATH
 from nexus.platform.settings import load_settings
 from nexus.platform.tls import ensure_local_tls
 from nexus.platform.workload import ensure_workload_keys
@@ -31,6 +32,9 @@ DAILY_LIMIT = 5
 IDS = ["001000000000001AAA", "001000000000002AAA"]
 #: Client sessions, closed before the servers stop.
 SESSIONS: list[requests.Session] = []
+
+
+REPORTED: dict[str, int] = {}  # user id -> requests the AppService reported
 
 
 def runtime_stand_in(calls: list[str]) -> Starlette:
@@ -60,8 +64,18 @@ def runtime_stand_in(calls: list[str]) -> Starlette:
         calls.append("describe/global")
         return JSONResponse([])
 
+    async def usage(request: Request) -> JSONResponse:
+        for count in (await request.json())["counts"]:
+            REPORTED[count["user_id"]] = REPORTED.get(count["user_id"], 0) + count["requests"]
+        totals = [
+            {"org_id": "00D000000000001AAA", "user_id": u, "requests": n}
+            for u, n in REPORTED.items()
+        ]
+        return JSONResponse({"day": "2026-12-12", "totals": totals})
+
     return Starlette(
         routes=[
+            Route(USAGE_PATH, usage, methods=["POST"]),
             Route("/internal/v1/identity/exchange", exchange, methods=["POST"]),
             Route("/internal/v1/runtime/records/read", read, methods=["POST"]),
             Route("/internal/v1/runtime/describe/global", describe_global, methods=["POST"]),
@@ -127,3 +141,7 @@ async def test_the_daily_limit_refuses_the_users_next_request(
     # another user's budget is their own; one exchange per token while the delegation lives
     await asyncio.to_thread(salesforce(url, "token-cccccc", ca).describe)
     assert calls.count("exchange") == 3
+    # the AppService reports what it counted to Runtime (the refused request not among it)
+    await asyncio.sleep(USAGE_REPORT_SECONDS * 2.5)
+    assert REPORTED["005000000000bbbbbb"] == DAILY_LIMIT
+    assert REPORTED["005000000000cccccc"] == 1

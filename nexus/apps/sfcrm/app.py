@@ -7,6 +7,8 @@ permissions and decides no authorization (DESIGN §2, §7; ADR 0030).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -33,6 +35,7 @@ WORKLOAD = "app-sfcrm"
 CAPABILITIES = ("ops.v1", "sfdc-rest.v1")
 PREFIX = "/services/data"
 RUNTIME_CONNECTIONS = 256
+USAGE_REPORT_SECONDS = 1.0
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
@@ -55,32 +58,9 @@ class TrailingSlash:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    keys = workload_key_dir(settings.var_dir / "secrets")
-    if settings.core.env == "development":  # as `nexus serve` does; production provisions it
-        ensure_workload_keys(keys, [WORKLOAD])
-    signer = WorkloadSigner.load(keys, WORKLOAD)
-    runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = internal_client(
-            base_url=runtime_url,
-            timeout_seconds=settings.gateway.gateway_upstream_timeout_seconds,
-            connections=RUNTIME_CONNECTIONS,
-        )
-        app.state.dialect = Dialect(
-            runtime=RuntimeClient(signer=signer, client=client),
-            usage=ApiUsage(settings.api.api_daily_request_limit),
-        )
-        try:
-            yield
-        finally:
-            await client.aclose()
-
-    app = create_role_app(
-        OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
-    )
+def install_dialect_errors(app: FastAPI) -> None:
+    """Dialect errors, request validation and Starlette's own 404/405 under `/services/data`
+    in the dialect's envelope; the role's own paths keep the Nexus envelope."""
 
     async def dialect_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, SfError):  # pragma: no cover - registered for SfError
@@ -119,6 +99,49 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_exception_handler(SfError, dialect_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+
+
+async def report_usage(dialect: Dialect) -> None:
+    """Report API usage to Runtime about every `USAGE_REPORT_SECONDS`, until cancelled."""
+    while True:
+        await asyncio.sleep(USAGE_REPORT_SECONDS)
+        await dialect.usage.report(dialect.runtime)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    keys = workload_key_dir(settings.var_dir / "secrets")
+    if settings.core.env == "development":  # as `nexus serve` does; production provisions it
+        ensure_workload_keys(keys, [WORKLOAD])
+    signer = WorkloadSigner.load(keys, WORKLOAD)
+    runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = internal_client(
+            base_url=runtime_url,
+            timeout_seconds=settings.gateway.gateway_upstream_timeout_seconds,
+            connections=RUNTIME_CONNECTIONS,
+        )
+        dialect = Dialect(
+            runtime=RuntimeClient(signer=signer, client=client),
+            usage=ApiUsage(settings.api.api_daily_request_limit),
+        )
+        app.state.dialect = dialect
+        reporter = asyncio.create_task(report_usage(dialect))
+        try:
+            yield
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+            await dialect.usage.report(dialect.runtime)  # what this process counted last
+            await client.aclose()
+
+    app = create_role_app(
+        OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
+    )
+
+    install_dialect_errors(app)
 
     @app.get(f"{PREFIX}/openapi.json", include_in_schema=False)
     async def openapi() -> JSONResponse:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +13,10 @@ from fastapi.responses import JSONResponse, Response
 
 from nexus.apps.sfcrm.errors import SfError, bad_request, not_found
 from nexus.apps.sfcrm.runtime_client import Caller, RuntimeClient
+from nexus.contracts.usage import USAGE_PATH, UsageRecordResponse
+from nexus.platform.observability import get_logger
+
+log = get_logger(__name__)
 
 VERSION = re.compile(r"^v(\d{2,3})\.(\d)$")
 MIN_VERSION = 20
@@ -28,33 +31,60 @@ JSON_BODY_LIMIT = 8 * 1024 * 1024
 class ApiUsage:
     """API requests per user per UTC day, and the daily limit (REQUEST_LIMIT_EXCEEDED).
 
-    Counted in this process (see ADR 0030): exact for one AppService process, approximate
-    (per process) when several serve the dialect; the count starts again on restart.
+    Counted here and reported to Runtime about every second in one call for all users
+    (`report`); Runtime keeps the day's totals (database clock) and answers them, so the
+    limit holds across restarts and AppService processes, give or take the requests other
+    processes have not reported yet (see ADR 0030).
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._day = ""
-        self._counts: dict[tuple[str, str], int] = {}
-
-    def _today(self) -> str:
-        day = time.strftime("%Y-%m-%d", time.gmtime())
-        if day != self._day:
-            self._day, self._counts = day, {}
-        return day
+        self.day = ""
+        self._known: dict[tuple[str, str], int] = {}  # Runtime's totals for `day`
+        self._pending: dict[tuple[str, str], int] = {}  # counted here, not reported yet
 
     def used(self, caller: Caller) -> int:
-        self._today()
-        return self._counts.get((caller.org_id, caller.user_id), 0)
+        key = (caller.org_id, caller.user_id)
+        return self._known.get(key, 0) + self._pending.get(key, 0)
 
     def count(self, caller: Caller) -> int:
-        self._today()
-        key = (caller.org_id, caller.user_id)
-        used = self._counts.get(key, 0) + 1
+        used = self.used(caller) + 1
         if used > self.limit:
             raise SfError(403, "REQUEST_LIMIT_EXCEEDED", "TotalRequests Limit exceeded.")
-        self._counts[key] = used
+        key = (caller.org_id, caller.user_id)
+        self._pending[key] = self._pending.get(key, 0) + 1
         return used
+
+    def take(self) -> dict[tuple[str, str], int]:
+        """The counts to report; they are no longer pending."""
+        taken, self._pending = self._pending, {}
+        return taken
+
+    def settle(self, day: str, totals: dict[tuple[str, str], int]) -> None:
+        """Runtime's totals after a report (they include the reported counts)."""
+        if day != self.day:
+            self.day, self._known = day, {}
+        self._known.update(totals)
+
+    def restore(self, taken: dict[tuple[str, str], int]) -> None:
+        """A report that failed: its counts are pending again."""
+        for key, n in taken.items():
+            self._pending[key] = self._pending.get(key, 0) + n
+
+    async def report(self, runtime: RuntimeClient) -> None:
+        taken = self.take()
+        if not taken:
+            return
+        counts = [{"org_id": o, "user_id": u, "requests": n} for (o, u), n in taken.items()]
+        try:
+            answer = UsageRecordResponse.model_validate(
+                await runtime.workload_call(USAGE_PATH, {"counts": counts})
+            )
+        except (SfError, ValueError) as exc:
+            self.restore(taken)
+            log.warning("sfcrm.usage_report_failed", error=type(exc).__name__)
+            return
+        self.settle(answer.day, {(t.org_id, t.user_id): t.requests for t in answer.totals})
 
 
 @dataclass

@@ -91,6 +91,10 @@ class RuntimeClient:
                 self._kept.pop(caller.token_key, None)
             raise
 
+    async def workload_call(self, path: str, body: dict[str, Any]) -> Any:
+        """A call the AppService makes for itself (no user): API usage reports."""
+        return await self._post(path, body, delegation=None)
+
     async def _post(self, path: str, body: dict[str, Any], *, delegation: str | None) -> Any:
         deadline_ms = int((time.time() + self.timeout_s) * 1000)
         headers = self.signer.headers(

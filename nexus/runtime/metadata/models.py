@@ -88,6 +88,16 @@ auto_number = Table(
     Column("next_value", BigInteger, nullable=False),
 )
 
+#: API requests per user per UTC day (database clock), reported by the dialect AppServices.
+api_usage = Table(
+    "runtime_api_usage",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("user_id", String(18), primary_key=True),
+    Column("day", String(10), primary_key=True),
+    Column("requests", BigInteger, nullable=False),
+)
+
 idempotency = Table(
     "runtime_idempotency",
     metadata,
