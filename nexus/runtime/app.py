@@ -49,7 +49,10 @@ def _api_lifespan(
         async with identity(app, state):
             app.state.runtime = RuntimeState()
             app.state.inbox = CommandInbox(
-                inbox_store(), state.sessions, max_body_bytes=settings.inbox.command_max_body_bytes
+                inbox_store(),
+                state.sessions,
+                max_body_bytes=settings.inbox.command_max_body_bytes,
+                failpoint=settings.core.failpoint,
             )
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:
