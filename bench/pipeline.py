@@ -117,7 +117,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     rows = [receipt(n, route) for n in range(args.receipts)]
     for start in range(0, len(rows), 500):
         async with engine.begin() as conn:
-            await store_receipts(conn, rows[start : start + 500])
+            await conn.run_sync(store_receipts, rows[start : start + 500])
 
     router = ReceiptRouter(
         engine, var_dir=Path(tempfile.mkdtemp()), settings=RouterSettings(batch=args.batch)

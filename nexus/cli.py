@@ -55,9 +55,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_app(
-    settings: Settings, role: Role, app_name: str | None = None, *, loops: str = "all"
+    settings: Settings,
+    role: Role,
+    app_name: str | None = None,
+    *,
+    loops: str = "all",
+    address: tuple[str, int] | None = None,
 ) -> object:
-    """The ASGI app of one role. Imports stay local: a process loads only its own role."""
+    """The ASGI app of one role (`address`: where it serves, for its doorbell). Imports stay
+    local: a process loads only its own role."""
     if role is Role.GATEWAY:
         from nexus.gateway.app import create_app as gateway_app
 
@@ -69,7 +75,7 @@ def build_app(
     if role is Role.RUNTIME_WORKER:
         from nexus.runtime.app import create_worker_app
 
-        return create_worker_app(settings)
+        return create_worker_app(settings, doorbell_at=address)
     if role is Role.CATALOG:
         from nexus.catalog.app import create_app as catalog_app
 
@@ -140,7 +146,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
-    app = build_app(settings, role, app_name, loops=args.loops or "all")
+    app = build_app(settings, role, app_name, loops=args.loops or "all", address=(host, port))
     config = server_config(app, timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds))
     server = uvicorn.Server(config)
     get_logger("nexus.serve").info(
@@ -265,6 +271,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         url = f"http://{settings.core.host}:{settings.port_for(Role.GATEWAY)}"
         if _wait_until_ready(supervisor, url, args.ready_timeout, stop_signal, var_dir):
+            _install_builtin_apps(settings)
             print(f"Nexus is ready at {url}  (Ctrl-C to stop)", flush=True)
         while not stop_signal:
             dead = supervisor.first_exited()
@@ -737,6 +744,290 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- catalog
+
+#: The built-in Apps `nexus up` installs on an org that never had them.
+BUILTIN_PACKAGES = (Path(__file__).resolve().parent / "apps" / "sfcrm" / "package",)
+
+
+@asynccontextmanager
+async def _catalog_ctx(settings: Settings) -> AsyncIterator[Any]:
+    """Release jobs run in this process: the catalog database, Runtime over HTTP as the
+    `catalog` workload (exactly what the catalog role does)."""
+    from nexus.catalog.app import catalog_context
+
+    async with (
+        _service_engine(settings, LogicalService.CATALOG, "nexus-catalog") as engine,
+        httpx.AsyncClient(trust_env=False, follow_redirects=False) as client,
+    ):
+        yield catalog_context(settings, engine, client)
+
+
+def _catalog_run(settings: Settings, job: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `job(ctx)`; operator-facing failures become one line (the job stays journaled)."""
+    from nexus.catalog.console import ConsoleError
+    from nexus.contracts.errors import NexusError
+    from nexus.platform.observability import configure_logging
+
+    configure_logging(role="catalog-cli", level="error", fmt=settings.log.log_format)
+
+    async def run() -> T:
+        async with _catalog_ctx(settings) as ctx:
+            return await job(ctx)
+
+    try:
+        return asyncio.run(run())
+    except ConsoleError as exc:
+        raise CliError(str(exc), EXIT_FAILURE) from None
+    except NexusError as exc:
+        hint = " (resume with `nexus catalog resume`)" if exc.status >= 500 else ""
+        raise CliError(f"{exc.code}: {exc.message}{hint}", EXIT_FAILURE) from None
+
+
+async def _sync_routes(settings: Settings, catalog_engine: AsyncEngine) -> str | None:
+    """Integration's consumer of the catalog: the active `integration` snapshot, verified,
+    applied as route declarations (until Integration fetches its snapshot itself)."""
+    from nexus.catalog.service import read_snapshot
+    from nexus.contracts.catalog import SnapshotKeeper
+    from nexus.integration.route_service import apply_routes
+    from nexus.integration.routes import RouteFileError, parse_route_file
+
+    snapshot = await read_snapshot(catalog_engine, consumer="integration")
+    if snapshot is None:
+        return None
+    verified = SnapshotKeeper("integration").offer(snapshot.model_dump())
+    routes = [
+        {k: v for k, v in route.items() if k != "owner"} for route in verified.content["routes"]
+    ]
+    if not routes:
+        return None
+    try:
+        route_file = parse_route_file({"org_id": verified.org_id, "routes": routes})
+    except RouteFileError as exc:
+        return f"integration routes refused: {exc.problems[:3]}"
+    async with _service_engine(settings, LogicalService.INTEGRATION, "nexus-catalog") as engine:
+        applied = await apply_routes(engine, org_id=verified.org_id, route_file=route_file)
+    changed = sum(1 for r in applied if r.changed)
+    return (
+        f"integration: {len(applied)} route(s) from CatalogRevision "
+        f"{verified.catalog_revision} (checksum verified), {changed} changed"
+    )
+
+
+def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool = False) -> int:
+    from nexus.catalog.console import ConsoleError, drive, load_or_report
+    from nexus.catalog.errors import AlreadyInstalled
+    from nexus.catalog.service import start_apply
+
+    try:
+        package = load_or_report(path, sys.stderr)
+    except ConsoleError as exc:
+        raise CliError(str(exc), EXIT_FAILURE) from None
+
+    async def job(ctx: Any) -> None:
+        try:
+            org_id, job_id = await start_apply(ctx, package=package)
+        except AlreadyInstalled as exc:
+            if not quiet_if_installed:
+                print(exc.message)
+        else:
+            title = f"apply {package.manifest.app_id} {package.manifest.version}"
+            await drive(ctx, org_id, job_id, sys.stdout, title=title)
+        line = await _sync_routes(settings, ctx.engine)
+        if line:
+            print(line, flush=True)
+
+    _catalog_run(settings, job)
+    return 0
+
+
+def cmd_catalog_validate(args: argparse.Namespace) -> int:
+    from nexus.catalog.console import ConsoleError, load_or_report
+
+    try:
+        package = load_or_report(Path(args.path), sys.stderr)
+    except ConsoleError as exc:
+        raise CliError(str(exc), EXIT_FAILURE) from None
+    manifest = package.manifest
+    print(f"{manifest.app_id} {manifest.version}: {len(package.components)} component(s), valid")
+    print(f"digest {package.digest}")
+    return 0
+
+
+def cmd_catalog_apply(args: argparse.Namespace) -> int:
+    return _apply_package(load_settings(), Path(args.path))
+
+
+def cmd_catalog_rollback(args: argparse.Namespace) -> int:
+    from nexus.catalog.console import drive
+    from nexus.catalog.service import start_rollback
+
+    async def job(ctx: Any) -> None:
+        org_id, job_id = await start_rollback(ctx, app_id=args.app, version=args.to)
+        await drive(ctx, org_id, job_id, sys.stdout, title=f"rollback {args.app} to {args.to}")
+
+    _catalog_run(load_settings(), job)
+    return 0
+
+
+def cmd_catalog_uninstall(args: argparse.Namespace) -> int:
+    from nexus.catalog.console import drive
+    from nexus.catalog.service import start_uninstall
+
+    async def job(ctx: Any) -> None:
+        org_id, job_id = await start_uninstall(ctx, app_id=args.app)
+        await drive(ctx, org_id, job_id, sys.stdout, title=f"uninstall {args.app}")
+
+    _catalog_run(load_settings(), job)
+    return 0
+
+
+def cmd_catalog_resume(args: argparse.Namespace) -> int:
+    from nexus.catalog.console import finish, printer
+    from nexus.catalog.service import resume
+
+    async def job(ctx: Any) -> list[Any]:
+        return [finish(r, sys.stdout) for r in await resume(ctx, progress=printer(sys.stdout))]
+
+    done = _catalog_run(load_settings(), job)
+    print(f"resumed {len(done)} release job(s)")
+    return 0
+
+
+def cmd_catalog_status(args: argparse.Namespace) -> int:
+    from nexus.catalog.console import print_status
+    from nexus.catalog.service import catalog_status
+
+    status = _catalog_run(load_settings(), lambda ctx: catalog_status(ctx.engine))
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print_status(status, sys.stdout)
+    return 0
+
+
+def _install_builtin_apps(settings: Settings) -> None:
+    """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it.
+    Any failure is one line on stderr and the stack keeps running (`nexus catalog ...` can
+    finish the job later)."""
+    from nexus.catalog.service import catalog_status
+
+    try:
+        status = _catalog_run(settings, lambda ctx: catalog_status(ctx.engine))
+        for path in BUILTIN_PACKAGES:
+            if status.get("installations", {}).get(path.parent.name) == "uninstalled":
+                continue
+            _apply_package(settings, path, quiet_if_installed=True)
+    except CliError as exc:
+        print(f"nexus: error: installing the built-in Apps: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # noqa: BLE001 - the stack must keep running; one line, no URL
+        print(
+            f"nexus: error: installing the built-in Apps: {type(exc).__name__}: {_safe(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def cmd_demo_load(args: argparse.Namespace) -> int:
+    """Sample records through Runtime's record operations, as a named user (permissions,
+    validation rules and flows apply as for any caller)."""
+    from nexus.apps.sfcrm.demo import demo_batches
+    from nexus.contracts.errors import NexusError
+    from nexus.contracts.identity import TrustedCall
+    from nexus.contracts.records import MutateRequest
+    from nexus.identity.repository import IdentityRepository
+    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.runtime.access import load_access
+    from nexus.runtime.metadata.view import MetadataCache
+    from nexus.runtime.records.mutate import mutate
+
+    settings = load_settings()
+
+    async def run() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        cache = MetadataCache()
+        async with _service_engine(settings, LogicalService.RUNTIME, "nexus-demo") as engine:
+            sessions = session_factory(engine)
+            async with unit_of_work(sessions, readonly=True) as session:
+                user = await IdentityRepository(session).user_by_username(args.username)
+                if user is None or not user["is_active"]:
+                    raise CliError(f"no active user {args.username!r}", EXIT_FAILURE)
+                org = await IdentityRepository(session).org(user["org_id"])
+            caller = TrustedCall(
+                org_id=user["org_id"],
+                user_id=user["user_id"],
+                session_id="",
+                client_id=None,
+                scopes=frozenset({"full"}),
+                security_epoch=int(org["security_epoch"]) if org else 0,
+                via="delegation",
+                workload="cli",
+            )
+            ids: dict[str, list[str]] = {}
+            for object_name, build in demo_batches(args.accounts, seed=args.seed):
+                async with unit_of_work(sessions) as session:
+                    view = await cache.view(session, caller.org_id)
+                    if view.object(object_name) is None:
+                        raise CliError(
+                            f"no object {object_name}: install sfcrm first", EXIT_FAILURE
+                        )
+                    access = await load_access(session, caller.org_id, caller.user_id)
+                    items = build(ids)
+                    result = await mutate(
+                        session,
+                        view=view,
+                        access=access,
+                        caller=caller,
+                        request=MutateRequest(items=items, all_or_none=True),
+                    )
+                failed = [r for r in result.results if not r.success]
+                if failed:
+                    errors = failed[0].errors[0] if failed[0].errors else None
+                    detail = f"{errors.category}: {errors.message}" if errors else "refused"
+                    raise CliError(f"{object_name}: {detail}", EXIT_FAILURE)
+                ids.setdefault(object_name, []).extend(str(r.id) for r in result.results)
+                counts[object_name] = counts.get(object_name, 0) + len(result.results)
+        return counts
+
+    try:
+        counts = asyncio.run(run())
+    except NexusError as exc:
+        raise CliError(f"{exc.code}: {exc.message}", EXIT_FAILURE) from None
+    for name, count in counts.items():
+        print(f"{name}: {count} record(s) created")
+    return 0
+
+
+def _add_catalog_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
+    catalog = sub.add_parser("catalog", help="App packages: validate, install, upgrade, remove")
+    csub = catalog.add_subparsers(dest="catalog_command", required=True, parser_class=_Parser)
+    validate = csub.add_parser("validate", help="check a package (directory or .nexuspkg)")
+    validate.add_argument("path")
+    validate.set_defaults(handler=cmd_catalog_validate)
+    apply = csub.add_parser("apply", help="install or upgrade an App from a package")
+    apply.add_argument("path")
+    apply.set_defaults(handler=cmd_catalog_apply)
+    rollback = csub.add_parser("rollback", help="reinstall an earlier release (a new revision)")
+    rollback.add_argument("app")
+    rollback.add_argument("--to", required=True, help="the version to go back to")
+    rollback.set_defaults(handler=cmd_catalog_rollback)
+    uninstall = csub.add_parser("uninstall", help="remove an App nothing depends on")
+    uninstall.add_argument("app")
+    uninstall.set_defaults(handler=cmd_catalog_uninstall)
+    resume = csub.add_parser("resume", help="continue release jobs a crash interrupted")
+    resume.set_defaults(handler=cmd_catalog_resume)
+    status = csub.add_parser("status", help="installed Apps, revisions and recent jobs")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_catalog_status)
+    demo = sub.add_parser("demo", help="sample data")
+    dsub = demo.add_subparsers(dest="demo_command", required=True, parser_class=_Parser)
+    load = dsub.add_parser("load", help="create sample Accounts, Contacts, Opportunities")
+    load.add_argument("--username", default="admin", help="whose records (default admin)")
+    load.add_argument("--accounts", type=int, default=200, help="how many (default 200)")
+    load.add_argument("--seed", type=int, default=7)
+    load.set_defaults(handler=cmd_demo_load)
+
+
 # ---------------------------------------------------------------------------- integration
 
 
@@ -1044,6 +1335,7 @@ def make_parser() -> argparse.ArgumentParser:
     _add_admin_parser(sub)
     _add_integration_parsers(sub)
     _add_work_parsers(sub)
+    _add_catalog_parsers(sub)
     meta = sub.add_parser("metadata", help="apply metadata (objects and fields)")
     meta_sub = meta.add_subparsers(dest="metadata_command", required=True, parser_class=_Parser)
     apply = meta_sub.add_parser("apply", help="apply a YAML batch atomically")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 OPERATOR_CHECK_PATH = "/internal/v1/runtime/operators/check"
 OPERATOR_CHECK_CAPABILITY = "runtime.operators.check"
 
-OperatorArea = Literal["integration"]
+OperatorArea = Literal["integration", "catalog"]
 
 
 class OperatorCheckRequest(BaseModel):

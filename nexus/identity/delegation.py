@@ -50,7 +50,16 @@ CAPABILITIES: Mapping[str, frozenset[str]] = {
             "runtime.commands",
         }
     ),
-    "catalog": frozenset({"runtime.metadata.apply"}),
+    # releases: install App releases (as itself: a resumed job has no user left);
+    # exchange + operators.check: the catalog admin API asks Runtime about its users
+    "catalog": frozenset(
+        {
+            "runtime.metadata.apply",
+            "runtime.releases",
+            "identity.exchange",
+            "runtime.operators.check",
+        }
+    ),
     "gateway": frozenset(),
     "runtime-worker": frozenset({"identity.read"}),
 }

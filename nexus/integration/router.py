@@ -30,6 +30,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from nexus.integration.routing_repository import (
 )
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token
 from nexus.platform.workqueue.worker import backoff_ms
 
@@ -176,6 +178,8 @@ class ReceiptRouter:
         self._orgs_read_at = -ORGS_REFRESH_SECONDS
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
+        #: Called after a batch is materialized (the executor's wake-up in this process).
+        self.on_routed: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ loop
     def wake(self) -> None:
@@ -193,6 +197,7 @@ class ReceiptRouter:
             try:
                 handled = await self.step()
             except Exception as exc:  # noqa: BLE001 - the database is down or busy: back off
+                unless_cancelled()
                 log.warning("router.step_failed", error_type=type(exc).__name__)
                 await self._sleep(1.0)
                 continue
@@ -254,6 +259,7 @@ class ReceiptRouter:
         loaded = [await self._load(receipt) for receipt in batch.receipts]
         await self._materialize(batch.org_id, batch.token, loaded, split=True)
         self.stats.batches += 1
+        self.on_routed()
 
     async def _load(self, receipt: ClaimedReceipt) -> _Loaded:
         if receipt.body_snapshot is not None:

@@ -170,7 +170,9 @@ class IntegrationSettings(BaseSettings):
     integration_executor_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
     #: Delivery attempts of a command (for work queues created from now on) before it is dead.
     integration_executor_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
-    integration_executor_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 50
+    #: (The routers in this process wake the executor after each batch; this bounds the
+    #: delay for work routed by another process.)
+    integration_executor_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
     #: Retry backoff of a command Runtime did not take: full jitter under base * 2^(attempt-1),
     #: capped (Runtime down for a while: items wait at most the cap between attempts).
     integration_executor_backoff_base_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1_000
@@ -208,6 +210,9 @@ class InboxSettings(BaseSettings):
     inbox_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
     #: Attempts before a command that keeps failing transiently is dead.
     inbox_max_attempts: Annotated[int, Field(ge=1, le=100)] = 8
+    #: How often an idle inbox looks for commands. runtime-api rings runtime-worker's
+    #: doorbell after each accept (docs/adr/0032), so this only bounds a lost bell's delay.
+    inbox_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
 
 
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from joserfc import jwt
+from joserfc.errors import JoseError
 from joserfc.jwk import ECKey
 
 from nexus.platform.files import write_private
@@ -89,3 +90,32 @@ class WorkloadSigner:
         if delegation is not None:
             headers[DELEGATION_HEADER] = delegation
         return headers
+
+
+class WorkloadTokenInvalid(Exception):
+    """A workload token is missing, forged, expired or for another audience."""
+
+
+def verify_workload_token(
+    token: str | None, keys: dict[str, ECKey], *, audience: str, skew_seconds: int = 5
+) -> str:
+    """The calling workload's name when its token is genuine and addressed to `audience`
+    (for receivers outside Runtime; Runtime's Identity also checks capabilities)."""
+    if not token:
+        raise WorkloadTokenInvalid("missing workload token")
+    for name, key in keys.items():
+        try:
+            decoded = jwt.decode(token, key, algorithms=[WORKLOAD_ALGORITHM])
+        except (JoseError, ValueError, KeyError, TypeError):
+            continue
+        claims, now = decoded.claims, time.time()
+        if (
+            decoded.header.get("typ") == WORKLOAD_TOKEN_TYPE
+            and claims.get("iss") == name
+            and claims.get("aud") == audience
+            and float(claims.get("exp", 0)) + skew_seconds >= now
+            and float(claims.get("iat", 0)) - skew_seconds <= now
+        ):
+            return name
+        break
+    raise WorkloadTokenInvalid("workload token rejected")

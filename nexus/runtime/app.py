@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
+from nexus.platform.doorbell import Doorbell, listening
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -26,6 +27,7 @@ from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
+from nexus.runtime.release_endpoints import router as release_router
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
@@ -35,8 +37,10 @@ API_CAPABILITIES = (
     "runtime.metadata.v1",
     "runtime.records.v1",
     "runtime.commands.v1",
+    "runtime.releases.v1",
 )
 WORKER_CAPABILITIES = ("ops.v1", "runtime.inbox.v1", "runtime.outbox.v1")
+INBOX_BELL = b"inbox"  # runtime-api -> runtime-worker: commands were accepted
 
 
 def _api_lifespan(
@@ -48,11 +52,13 @@ def _api_lifespan(
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with identity(app, state):
             app.state.runtime = RuntimeState()
+            bell = Doorbell(settings.upstream_url("runtime-worker"))  # accepted: look now
             app.state.inbox = CommandInbox(
                 inbox_store(),
                 state.sessions,
                 max_body_bytes=settings.inbox.command_max_body_bytes,
                 failpoint=settings.core.failpoint,
+                on_accepted=lambda: bell.ring(INBOX_BELL),
             )
             resumer = asyncio.create_task(_resume_when_migrated(state))
             try:
@@ -61,6 +67,7 @@ def _api_lifespan(
                 resumer.cancel()
                 with suppress(asyncio.CancelledError):
                     await resumer
+                bell.close()
 
     return start
 
@@ -95,26 +102,35 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(identity_router)
     app.include_router(runtime_router)
     app.include_router(inbox_router)
+    app.include_router(release_router)
     return app
 
 
 def _worker_lifespan(
-    settings: Settings, inbox_loop: InboxLoop
+    settings: Settings, inbox_loop: InboxLoop, doorbell_at: tuple[str, int] | None
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
-    """Every work loop of runtime-worker, started in order and stopped in reverse."""
+    """Every work loop of runtime-worker, started in order and stopped in reverse; with
+    `doorbell_at` (the address it serves HTTP on), runtime-api's bell wakes the inbox loop."""
     loops = (inbox_loop.lifespan, outbox_lifespan(settings), _queue_gauges(settings))
+
+    def inbox_rang() -> None:
+        if inbox_loop.worker is not None:
+            inbox_loop.worker.wake()
 
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             for loop in loops:
                 await stack.enter_async_context(loop(app, state))
+            if doorbell_at is not None:
+                host, port = doorbell_at
+                await stack.enter_async_context(listening(host, port, {INBOX_BELL: inbox_rang}))
             yield
 
     return start
 
 
-def create_worker_app(settings: Settings) -> FastAPI:
+def create_worker_app(settings: Settings, *, doorbell_at: tuple[str, int] | None = None) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
     inbox_loop = InboxLoop(settings)
     return create_service_app(
@@ -122,7 +138,7 @@ def create_worker_app(settings: Settings) -> FastAPI:
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
-        on_start=_worker_lifespan(settings, inbox_loop),
+        on_start=_worker_lifespan(settings, inbox_loop, doorbell_at),
         readiness_checks=[inbox_loop.ready],
     )
 

@@ -1,5 +1,5 @@
 """A signed webhook becomes a record, through `nexus up` and the gateway, as the README tells it:
-metadata -> permission set for the integration user -> secret -> route -> `hooks send` ->
+(sfcrm's Contact) -> permission set for the integration user -> secret -> route -> `hooks send` ->
 receipt -> event and WorkItem -> Runtime AcceptCommand -> runtime-worker -> the record."""
 
 from __future__ import annotations
@@ -18,17 +18,10 @@ from tests.e2e.test_stack import NEXUS, clean_env, running_stack
 pytestmark = pytest.mark.e2e
 
 CONTACTS = """\
-objects:
-  - {api_name: Contact, label: Contact, plural_label: Contacts, key_prefix: "003",
-     sharing_model: Private, name_field: {api_name: Name, label: Name, type: text, length: 80},
-     fields: [{api_name: LastName, label: Last Name, type: text, length: 80},
-              {api_name: External_Id__c, label: External Id, type: text, length: 64,
-               external_id: true, unique: true}]}
+# Contact (with External_Id__c, and Name derived from the name parts) comes with sfcrm
 permission_sets:
   - {api_name: Integration_Contacts, label: "Integration: contacts",
      objects: [{object: Contact, create: true, read: true, edit: true, all_fields: edit}]}
-flows:
-  - {api_name: Contact_Name, object: Contact, updates: [{field: Name, formula: "LastName"}]}
 validation_rules:
   - {api_name: No_Test_Names, object: Contact, formula: "LastName = 'Refused'",
      error_message: "not a real name", error_field: LastName}

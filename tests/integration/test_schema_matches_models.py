@@ -7,6 +7,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import MetaData
 
+from nexus.catalog.models import metadata as catalog_metadata
 from nexus.contracts.roles import LogicalService
 from nexus.identity.models import metadata as identity_metadata
 from nexus.integration.models import metadata as integration_metadata
@@ -65,3 +66,8 @@ async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
 async def test_integration_migrations_match_the_models(backend: Backend) -> None:
     url = backend.url(LogicalService.INTEGRATION)
     assert await _differences(url, LogicalService.INTEGRATION, integration_metadata) == []
+
+
+async def test_catalog_migrations_match_the_models(backend: Backend) -> None:
+    url = backend.url(LogicalService.CATALOG)
+    assert await _differences(url, LogicalService.CATALOG, catalog_metadata) == []

@@ -25,6 +25,7 @@ never mistaken for written.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Iterable, Sequence
@@ -337,7 +338,7 @@ class WorkStore:
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 
-    def _claimable(self, family: str, queue_class: str, now: Any, *columns: Any) -> Select[Any]:
+    def _claimable(self, family: Any, queue_class: Any, now: Any, *columns: Any) -> Select[Any]:
         """Pending items of one queue that may run now: lane heads only, and not behind a
         target lane that is held (an expired lane is left to the claim's CAS), so a burst to
         one target does not hide the items queued behind it."""
@@ -370,11 +371,38 @@ class WorkStore:
             )
         )
 
+    @functools.cached_property
+    def _peek(self) -> Select[Any]:
+        """`has_claimable`'s query, built once (an idle poller runs it several times a
+        second: building and hashing the expression cost more than running it)."""
+        family: Any = bindparam("family")
+        queue_class: Any = bindparam("queue_class")
+        return self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
+
+    @functools.cached_property
+    def _candidates(self) -> Select[Any]:
+        """`claim`'s candidate read, built once; parameters family, queue_class, limit."""
+        items = self.t.items
+        read = self._claimable(
+            bindparam("family"),
+            bindparam("queue_class"),
+            db_now_ms(),
+            items.c.id,
+            items.c.target_key,
+            items.c.queue_class,
+            items.c.attempt,
+            items.c.max_attempts,
+            items.c.payload,
+            items.c.lane_key,
+            items.c.lane_seq,
+        )
+        return read.order_by(items.c.run_after, items.c.id).limit(bindparam("limit"))
+
     async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
         """Would a claim find anything? A read (no write lock, no claim turn), for pollers
         that found their queue empty last time."""
-        peek = self._claimable(family, queue_class, db_now_ms(), self.t.items.c.id).limit(1)
-        return (await conn.execute(peek)).first() is not None
+        found = await conn.execute(self._peek, {"family": family, "queue_class": queue_class})
+        return found.first() is not None
 
     async def _take_claim_turn(self, conn: AsyncConnection, family: str, queue_class: str) -> None:
         """Claimers of one queue take turns (a row lock on the queue row until commit), so
@@ -403,20 +431,8 @@ class WorkStore:
         items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         await self._take_claim_turn(conn, family, queue_class)
-        read = self._claimable(
-            family,
-            queue_class,
-            now,
-            items.c.id,
-            items.c.target_key,
-            items.c.queue_class,
-            items.c.attempt,
-            items.c.max_attempts,
-            items.c.payload,
-            items.c.lane_key,
-            items.c.lane_seq,
-        )
-        rows = (await conn.execute(read.order_by(items.c.run_after, items.c.id).limit(limit))).all()
+        params = {"family": family, "queue_class": queue_class, "limit": limit}
+        rows = (await conn.execute(self._candidates, params)).all()
         candidates = {row[0]: row for row in rows}
         if not candidates:
             return []

@@ -154,7 +154,7 @@ class Worker:
         self._results: asyncio.Queue[tuple[Claimed, Outcome]] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._slots = asyncio.Event()
-        self._lane_moved = asyncio.Event()  # an item on a lane finished here: its next may run
+        self._wakeup = asyncio.Event()  # new work may be claimable: end the idle wait
         self._queues = _Queues()
         self._deficit: dict[tuple[str, str], int] = {}
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
@@ -167,7 +167,16 @@ class Worker:
     def stop(self) -> None:
         self._stopping.set()
         self._slots.set()
-        self._lane_moved.set()
+        self._wakeup.set()
+
+    def wake(self) -> None:
+        """New work may be claimable (a doorbell rang, or this process enqueued it): end the
+        idle wait and look at every queue now instead of at the next idle poll. An empty
+        queue is still looked at with a read first, so a wake costs one cheap query."""
+        self._idle.clear()
+        if not self._queues.keys:  # the work may be in a queue this worker has not read yet
+            self._queues.read_at = float("-inf")
+        self._wakeup.set()
 
     async def run(self) -> None:
         completer = asyncio.create_task(self._complete_loop(), name="work-completer")
@@ -218,7 +227,7 @@ class Worker:
                 self._slots.clear()
                 await self._slots.wait()
                 continue
-            self._lane_moved.clear()
+            self._wakeup.clear()
             try:
                 await self._refresh_queues()
                 await self._sweep()
@@ -228,9 +237,9 @@ class Worker:
                 log.warning("work.poll_failed", error=type(exc).__name__)
                 claimed = 0
                 await self._sleep(1.0)
-            if claimed == 0:  # until the next poll, or until a lane moves here
+            if claimed == 0:  # until the next poll, a wake, or a lane moving here
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._lane_moved.wait(), settings.idle_poll_ms / 1000)
+                    await asyncio.wait_for(self._wakeup.wait(), settings.idle_poll_ms / 1000)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -477,7 +486,7 @@ class Worker:
             key = (claimed.family, claimed.queue_class)
             self._idle.pop(key, None)  # no rest for its queue, and no look before the claim
             self._empty.discard(key)
-            self._lane_moved.set()
+            self._wakeup.set()
 
     def _count(self, claimed: Claimed, outcome: Outcome) -> None:
         state = effective(claimed, outcome).state

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -71,11 +71,13 @@ class CommandInbox:
         *,
         max_body_bytes: int,
         failpoint: str | None = None,
+        on_accepted: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.sessions = sessions
         self.max_body_bytes = max_body_bytes
         self.failpoint = failpoint
+        self.on_accepted = on_accepted  # after a commit that queued a new command
         self.turns = WriteTurns(sessions)
 
     async def accept(
@@ -115,12 +117,10 @@ class CommandInbox:
         if self.failpoint == FAILPOINT_AFTER_COMMIT:
             log.warning("failpoint.crash", point=self.failpoint)
             os._exit(137)  # committed, never answered (tests only)
-        log.info(
-            "inbox.accepted",
-            workload=workload,
-            commands=len(requests),
-            accepted=sum(isinstance(o, AcceptCommandResponse) for o in outcomes),
-        )
+        accepted = sum(_status(o) == "accepted" for o in outcomes)
+        if accepted:
+            self.on_accepted()
+        log.info("inbox.accepted", workload=workload, commands=len(requests), accepted=accepted)
         return outcomes
 
     async def _accept_once(

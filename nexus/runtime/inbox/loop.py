@@ -45,7 +45,7 @@ class InboxLoop:
         self.worker_settings = WorkerSettings(
             concurrency=cfg.inbox_concurrency,
             batch=cfg.inbox_concurrency,
-            idle_poll_ms=50,
+            idle_poll_ms=cfg.inbox_idle_poll_ms,
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
         self.state = "starting"

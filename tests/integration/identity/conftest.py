@@ -94,7 +94,7 @@ async def identity(backend: Backend, tmp_path_factory) -> AsyncIterator[Identity
             grant_types=["password"],
             scopes=["api"],
         )
-    ensure_local_secrets(var_dir, ["app-sfcrm", "catalog", "integration"])
+    ensure_local_secrets(var_dir, ["app-sfcrm", "catalog", "integration", "gateway"])
     settings = load_settings(
         var_dir=var_dir,
         runtime_database_url=backend.url(LogicalService.RUNTIME),

@@ -83,7 +83,7 @@ async def test_exchange_then_an_internal_call_carries_the_user(identity: Identit
 
 
 async def test_a_workload_without_the_capability_is_forbidden(identity: Identity) -> None:
-    reply = await exchange(identity, await user_token(identity), workload="catalog")
+    reply = await exchange(identity, await user_token(identity), workload="gateway")
     assert reply.status_code == 403
     assert reply.json()["code"] == "WORKLOAD_NOT_ALLOWED"
 
@@ -224,4 +224,4 @@ async def test_a_workload_without_the_capabilities_cannot_ask(identity: Identity
     token = await user_token(identity, "admin", ADMIN_PASSWORD)
     async with httpx.AsyncClient() as client:
         with pytest.raises(UpstreamError, match="could not authorize the operator"):
-            await gate(identity, client, workload="catalog").operator(f"Bearer {token}")
+            await gate(identity, client, workload="gateway").operator(f"Bearer {token}")

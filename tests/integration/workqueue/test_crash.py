@@ -49,18 +49,44 @@ async def prepare(engine: AsyncEngine, prefix: str, count: int) -> WorkTables:
     return tables
 
 
-async def wait_all_succeeded(engine: AsyncEngine, tables: WorkTables, count: int) -> None:
+async def wait_all_in(engine: AsyncEngine, tables: WorkTables, state: str, count: int) -> None:
     items = tables.items
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         async with reading(engine) as conn:
             done = (
-                await conn.execute(select(func.count()).where(items.c.state == "succeeded"))
+                await conn.execute(select(func.count()).where(items.c.state == state))
             ).scalar_one()
         if done == count:
             return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"only {done} of {count} items succeeded")
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"only {done} of {count} items {state}")
+
+
+async def wait_between_writes(
+    engine: AsyncEngine, tables: WorkTables, prefix: str, count: int
+) -> None:
+    """Until the holder's `count` handlers are mid-effect (their execution rows written) and
+    a heartbeat has just committed: the moment to freeze it outside any transaction. (A
+    process frozen inside a write transaction keeps its locks: on SQLite the whole file,
+    which no lease can take back.)"""
+    items, execution = tables.items, effect_tables(MetaData(), prefix)[1]
+    deadline = time.monotonic() + 60
+    renewed_from: int | None = None
+    while time.monotonic() < deadline:
+        async with reading(engine) as conn:
+            started = (await conn.execute(select(func.count()).select_from(execution))).scalar_one()
+            lease = (await conn.execute(select(func.max(items.c.lease_until)))).scalar_one()
+        if started == count and renewed_from is None:
+            renewed_from = lease
+        elif renewed_from is not None and lease is not None and lease > renewed_from:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the holder never started its items and renewed their leases")
+
+
+async def wait_all_succeeded(engine: AsyncEngine, tables: WorkTables, count: int) -> None:
+    await wait_all_in(engine, tables, "succeeded", count)
 
 
 async def test_a_killed_workers_items_are_reclaimed_and_done_once(
@@ -101,7 +127,7 @@ async def test_a_paused_holder_cannot_finish_what_was_reclaimed(
     db, url = engine
     tables = await prepare(db, "crash_pause", 8)
     paused = start_worker(url, "crash_pause", sleep_ms=2500)
-    await asyncio.sleep(0.5)  # it has claimed, its handlers are mid-effect
+    await wait_between_writes(db, tables, "crash_pause", 8)
     paused.send_signal(signal.SIGSTOP)  # a GC pause, a frozen VM: it still thinks it holds
     other = start_worker(url, "crash_pause", sleep_ms=10)
     try:
