@@ -29,7 +29,7 @@ import json
 import re
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -81,7 +81,6 @@ class SenderStats:
     requests: int = 0
     commands: int = 0
     largest_batch: int = 0
-    sizes: list[int] = field(default_factory=list)
 
 
 class CommandExecutor:
@@ -128,12 +127,15 @@ class CommandExecutor:
         await future  # raises the item's Retryable / Terminal
 
     async def aclose(self) -> None:
-        """Stop the senders (a batch in flight fails its commands as retryable)."""
+        """Stop the senders; a batch in flight and commands still queued fail as retryable."""
         for task in list(self._senders):
             task.cancel()
         for task in list(self._senders):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        queued = list(self._queue)
+        self._queue.clear()
+        _settle(queued, [Retryable("the executor stopped before sending the command")])
 
     # ------------------------------------------------------------------ sending
     def _kick(self) -> None:
@@ -202,8 +204,6 @@ class CommandExecutor:
         except asyncio.CancelledError:
             _settle(batch, [Retryable("the executor stopped while Runtime was answering")])
             raise
-        except WorkFailed as exc:
-            outcomes = [exc]
         except Exception as exc:  # noqa: BLE001 - any failure fails this request's commands
             outcomes = [Retryable(f"the exchange with Runtime broke ({_cause(exc)})")]
         _settle(batch, outcomes)

@@ -217,3 +217,19 @@ async def test_a_batch_bounded_by_bytes_is_split(runtime: StandIn) -> None:
     outcomes = await call_all(runtime.url, items, seconds=10, max_bytes=3 * size + 40)
     assert outcomes == [None] * 10
     assert [r["commands"] for r in runtime.requests[requests:]] == [3, 3, 3, 1]
+
+
+async def test_closing_fails_what_was_not_sent_as_retryable(runtime: StandIn) -> None:
+    requests = len(runtime.requests)
+    async with internal_client(base_url=runtime.url, timeout_seconds=5, connections=4) as client:
+        executor = CommandExecutor(
+            client, WorkloadSigner("integration", KEY), timeout_seconds=5, window_seconds=30
+        )
+        calls = [asyncio.create_task(outcome(executor, item(f"ok-close-{n}"))) for n in range(3)]
+        await asyncio.sleep(0.05)  # queued, the sender waiting out its (long) window
+        await executor.aclose()
+        results = await asyncio.gather(*calls)
+    assert [(type(r), str(r)) for r in results] == [
+        (Retryable, "the executor stopped before sending the command")
+    ] * 3
+    assert len(runtime.requests) == requests  # nothing was sent
