@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import ColumnElement, Table, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -55,7 +55,7 @@ class InboxRepository:
             select(b.c.org_id, b.c.user_id, o.c.security_epoch)
             .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
             .join(o, o.c.org_id == b.c.org_id)
-            .where(b.c.org_id.in_(org_ids), b.c.workload == workload, u.c.is_active.is_(True))
+            .where(one_of(b.c.org_id, org_ids), b.c.workload == workload, u.c.is_active.is_(True))
         )
         return {str(r[0]): RunAs(str(r[1]), int(r[2])) for r in rows}
 
@@ -77,7 +77,7 @@ class InboxRepository:
         t = m.inbox_message
         rows = await self.session.execute(
             select(t.c.message_key, t.c.work_id, t.c.command_sha256).where(
-                t.c.org_id == org_id, t.c.message_key.in_(sorted(set(message_keys)))
+                t.c.org_id == org_id, one_of(t.c.message_key, sorted(set(message_keys)))
             )
         )
         return {str(r[0]): StoredMessage(str(r[1]), str(r[2])) for r in rows}
@@ -150,6 +150,12 @@ class InboxRepository:
             delete(b).where(b.c.org_id == org_id, b.c.workload == workload)
         )
         return bool(removed.rowcount)  # type: ignore[attr-defined]  # a CursorResult
+
+
+def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+    """`column = v` for one value (a single command: no expanding IN rendered per call),
+    else `column IN (...)`."""
+    return column == values[0] if len(values) == 1 else column.in_(values)
 
 
 async def set_queue_policy(
