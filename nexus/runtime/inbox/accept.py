@@ -133,7 +133,8 @@ class CommandInbox:
         outcomes: list[Outcome | None] = [None] * len(requests)
         async with unit_of_work(self.sessions) as session:
             repo = InboxRepository(session)
-            run_as = await repo.bound_users(sorted({r.org_id for r in requests}), workload)
+            bindings = await repo.bound_users(sorted({r.org_id for r in requests}), workload)
+            run_as = bindings.run_as
             keys = [message_key(workload, r.message_id) for r in requests]
             digests = [command_digest(r.command) for r in requests]
             prior: dict[tuple[str, str], StoredMessage] = {}
@@ -175,7 +176,8 @@ class CommandInbox:
                 NewMessage(org_id, key, str(_work_id(outcomes[i])), digests[i])
                 for (org_id, key), i in new.items()
             ]
-            if await repo.insert_messages(rows) < len(rows):
+            now_ms = bindings.now_ms or 0  # set whenever a command was bound (rows exist)
+            if await repo.insert_messages(rows, now_ms=now_ms) < len(rows):
                 await self._lost_races(
                     repo,
                     requests=requests,

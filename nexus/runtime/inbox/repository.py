@@ -23,6 +23,12 @@ class RunAs:
 
 
 @dataclass(frozen=True)
+class Bindings:
+    run_as: dict[str, RunAs]  # org id -> the user its commands run as
+    now_ms: int | None  # the database clock (None when no org is bound)
+
+
+@dataclass(frozen=True)
 class StoredMessage:
     work_id: str
     digest: str
@@ -47,17 +53,24 @@ class InboxRepository:
         self.session = session
 
     # ------------------------------------------------------------------ run-as
-    async def bound_users(self, org_ids: Sequence[str], workload: str) -> dict[str, RunAs]:
-        """Per org, the active user bound to `workload` (existing orgs only); an org missing
-        from the answer fails closed."""
+    async def bound_users(self, org_ids: Sequence[str], workload: str) -> Bindings:
+        """Per org, the active user bound to `workload` (existing orgs only; an org missing
+        from the answer fails closed), and the database clock, read in the same statement."""
         b, u, o = m.workload_binding, im.user, im.org
-        rows = await self.session.execute(
-            select(b.c.org_id, b.c.user_id, o.c.security_epoch)
-            .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
-            .join(o, o.c.org_id == b.c.org_id)
-            .where(one_of(b.c.org_id, org_ids), b.c.workload == workload, u.c.is_active.is_(True))
+        rows = (
+            await self.session.execute(
+                select(b.c.org_id, b.c.user_id, o.c.security_epoch, db_now_ms())
+                .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
+                .join(o, o.c.org_id == b.c.org_id)
+                .where(
+                    one_of(b.c.org_id, org_ids), b.c.workload == workload, u.c.is_active.is_(True)
+                )
+            )
+        ).all()
+        return Bindings(
+            {str(r[0]): RunAs(str(r[1]), int(r[2])) for r in rows},
+            int(rows[0][3]) if rows else None,
         )
-        return {str(r[0]): RunAs(str(r[1]), int(r[2])) for r in rows}
 
     async def active_user(self, org_id: str, user_id: str) -> RunAs | None:
         """The run-as user of an accepted command, if still active (and the org's epoch)."""
@@ -82,27 +95,27 @@ class InboxRepository:
         )
         return {str(r[0]): StoredMessage(str(r[1]), str(r[2])) for r in rows}
 
-    async def insert_messages(self, rows: Sequence[NewMessage]) -> int:
-        """Claim message keys with one multi-row insert-or-ignore (in key order, one lock
+    async def insert_messages(self, rows: Sequence[NewMessage], *, now_ms: int) -> int:
+        """Claim message keys with one insert-or-ignore of all rows (in key order, one lock
         order for concurrent accepts); returns how many were new. Keys taken by an earlier
-        or concurrent accept are left as they are: read them back to see which."""
+        or concurrent accept are left as they are: read them back to see which. Every value
+        is a plain parameter (the clock too), so the statement compiles once and PyMySQL
+        sends the rows as one multi-row INSERT; SQLite runs them in one driver call."""
         if not rows:
             return 0
         dialect = self.session.get_bind().dialect.name
-        now = db_now_ms()
         inserted = await self.session.execute(
-            insert_ignore(m.inbox_message, dialect).values(
-                [
-                    {
-                        "org_id": row.org_id,
-                        "message_key": row.message_key,
-                        "work_id": row.work_id,
-                        "command_sha256": row.digest,
-                        "accepted_at_ms": now,
-                    }
-                    for row in sorted(rows, key=lambda r: (r.org_id, r.message_key))
-                ]
-            )
+            insert_ignore(m.inbox_message, dialect),
+            [
+                {
+                    "org_id": row.org_id,
+                    "message_key": row.message_key,
+                    "work_id": row.work_id,
+                    "command_sha256": row.digest,
+                    "accepted_at_ms": now_ms,
+                }
+                for row in sorted(rows, key=lambda r: (r.org_id, r.message_key))
+            ],
         )
         return int(inserted.rowcount)  # type: ignore[attr-defined]  # a CursorResult
 
