@@ -176,12 +176,12 @@ def wait_for_records(urls: dict[str, str], expected: int, timeout: float) -> flo
     """Seconds until `expected` records exist (or the timeout)."""
     from sqlalchemy import text
 
-    from nexus.platform.db import create_engine
+    from nexus.platform.db import create_engine, reading
 
     async def count() -> int:
         engine = create_engine(urls["runtime"], application_name="bench-e2e")
-        try:
-            async with engine.connect() as conn:
+        try:  # a read transaction: a write one (BEGIN IMMEDIATE) queues behind the stack's
+            async with reading(engine) as conn:
                 return int((await conn.execute(text("SELECT count(*) FROM rt_contact"))).scalar())
         finally:
             await engine.dispose()

@@ -3,10 +3,13 @@
 runtime-worker applying the commands (upserts of Contacts through the record use case).
 
     .venv/bin/python bench/inbox.py [--backend sqlite|mariadb] [--commands 2000]
-        [--records 500] [--clients 16] [--rate 100] [--concurrency 8]
+        [--records 500] [--clients 16] [--rate 100] [--concurrency 8] [--mode single|batch]
 
-1. accept: `--commands` upserts sent by `--clients` concurrent HTTP clients (each request a
-   fresh workload token), no worker running: accepted/s, p50/p99 latency.
+1. accept: `--commands` upserts sent by `--clients` concurrent senders, no worker running:
+   accepted/s, p50/p99 latency. `--mode single`: each sender one HTTP request per command
+   (each a fresh workload token); `--mode batch` (default): the senders hand their commands
+   to one Integration `CommandExecutor`, as the executor's Worker does with `--clients`
+   commands in flight, which coalesces them into batch requests.
 2. burn-down: a runtime-worker started on that backlog, timed until nothing is pending:
    commands applied/s.
 3. steady: `--rate` commands/s for 20 s with the worker running: time from the accept
@@ -36,10 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from sqlalchemy import func, select
 
+from nexus.contracts.commands import COMMANDS_PATH, AcceptCommandRequest
 from nexus.contracts.roles import LogicalService
+from nexus.integration.executor import CommandExecutor
 from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.http_client import internal_client
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import workload_signer
+from nexus.platform.workqueue.store import Claimed
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 from tests.conftest import Backend
@@ -90,22 +97,23 @@ def start_api(db: RuntimeDb, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 class Sender:
-    def __init__(self, db: RuntimeDb, url: str, records: int) -> None:
+    def __init__(self, db: RuntimeDb, url: str, records: int, mode: str) -> None:
         self.signer = workload_signer(db.settings, "integration")
         self.org_id = db.org_id
+        self.mode = mode
         self.client = httpx.AsyncClient(
             base_url=url, timeout=30, limits=httpx.Limits(max_connections=64)
         )
+        self.pool = internal_client(base_url=url, timeout_seconds=30, connections=8)
+        self.executor = CommandExecutor(self.pool, self.signer, timeout_seconds=30)
         self.records = records
         self.sent: dict[str, int] = {}
 
     async def send(self) -> float:
         record = f"bench-{random.randrange(self.records)}"  # noqa: S311 - load shape
         self.sent[record] = self.sent.get(record, 0) + 1
-        started = time.perf_counter()
-        reply = await self.client.post(
-            "/internal/v1/runtime/commands",
-            json={
+        request = AcceptCommandRequest.model_validate(
+            {
                 "org_id": self.org_id,
                 "message_id": uuid.uuid4().hex,
                 "command": {
@@ -115,12 +123,45 @@ class Sender:
                     "external_id": record,
                     "fields": {"LastName": f"v{self.sent[record]}"},
                 },
+            }
+        )
+        started = time.perf_counter()
+        if self.mode == "batch":
+            await self.executor(claimed(request))
+            return (time.perf_counter() - started) * 1000
+        reply = await self.client.post(
+            COMMANDS_PATH,
+            content=request.model_dump_json(),
+            headers={
+                **self.signer.headers("runtime-api", deadline_ms=int((time.time() + 30) * 1000)),
+                "content-type": "application/json",
             },
-            headers=self.signer.headers("runtime-api", deadline_ms=int((time.time() + 30) * 1000)),
         )
         if reply.status_code != 202:
             raise RuntimeError(f"accept failed: {reply.status_code} {reply.text}")
         return (time.perf_counter() - started) * 1000
+
+    async def aclose(self) -> None:
+        await self.executor.aclose()
+        await self.pool.aclose()
+        await self.client.aclose()
+
+
+def claimed(request: AcceptCommandRequest) -> Claimed:
+    """The work item the executor's Worker would hand it (message id = work id)."""
+    return Claimed(
+        id=request.message_id,
+        family="bench",
+        queue_class="bench",
+        token="t",
+        epoch=1,
+        attempt=1,
+        max_attempts=1,
+        payload=request.model_dump_json(),
+        lane_key=None,
+        lane_seq=None,
+        target_key=None,
+    )
 
 
 async def count(db: RuntimeDb, *states: str) -> int:
@@ -133,7 +174,7 @@ async def count(db: RuntimeDb, *states: str) -> int:
 
 async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, Any]:
     api, url = start_api(db, logs / "api.log")
-    sender = Sender(db, url, args.records)
+    sender = Sender(db, url, args.records, args.mode)
     result: dict[str, Any] = {}
     try:
         latencies: list[float] = []
@@ -150,14 +191,18 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - started
         result["accept"] = phase = {
+            "mode": args.mode,
             "commands": args.commands,
             "clients": args.clients,
+            "requests": sender.executor.stats.requests if args.mode == "batch" else args.commands,
             "per_second": round(args.commands / elapsed, 1),
             "api_cpu_ms_per_command": round((cpu_seconds(api.pid) - cpu) * 1000 / args.commands, 2),
             "p50_ms": round(percentile(latencies, 0.5), 2),
             "p99_ms": round(percentile(latencies, 0.99), 2),
         }
         print("accept", json.dumps(phase), file=sys.stderr, flush=True)
+        if args.accept_only:
+            return result
 
         env = {"NEXUS_INBOX_CONCURRENCY": str(args.concurrency), "NEXUS_LOG_LEVEL": "warning"}
         worker = start_worker(db, logs / "worker.log", **env)
@@ -210,7 +255,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
     finally:
         api.send_signal(signal.SIGTERM)
         api.wait(timeout=30)
-        await sender.client.aclose()
+        await sender.aclose()
     total = args.commands + steady
     result["check"] = await check(db, sender.sent, total)
     return result
@@ -268,6 +313,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--mode", choices=["single", "batch"], default="batch")
+    parser.add_argument("--accept-only", action="store_true", help="skip burn-down and steady")
     configure_logging(role="bench", level="warning", fmt="json")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -3,10 +3,11 @@
 Both run on the loops engine (`nexus-integration-loops`), never on the ingress pool, and each
 has its own concurrency budget: `integration_router_concurrency` router tasks (one batch in
 flight each) and one `Worker` over `integration_work` with `integration_executor_concurrency`
-AcceptCommand calls in flight. Ingress in the same process wakes the routers after each
-committed receipt batch, and the routers wake the executor after each materialized batch.
-`stop()` drains: routers finish their batch, the worker stops claiming, gives running calls
-the grace period and releases the rest (pending again).
+commands in flight (sent to AcceptCommand in batches, `executor.py`). Ingress in the same
+process wakes the routers after each committed receipt batch, and the routers wake the
+executor after each materialized batch. `stop()` drains: routers finish their batch, the
+worker stops claiming, gives running calls the grace period and releases the rest (pending
+again).
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ class IntegrationLoops:
             timeout_seconds=cfg.integration_executor_timeout_seconds,
             connections=concurrency,
         )
+        self.executor = CommandExecutor(
+            self.client, signer, timeout_seconds=cfg.integration_executor_timeout_seconds
+        )
         self.worker = Worker(
             engine,
             WorkStore(work, owner=EXECUTOR_OWNER, lease_ms=cfg.integration_executor_lease_ms),
-            CommandExecutor(
-                self.client, signer, timeout_seconds=cfg.integration_executor_timeout_seconds
-            ),
+            self.executor,
             WorkerSettings(
                 concurrency=concurrency,
                 batch=cfg.integration_executor_batch,
@@ -111,5 +113,6 @@ class IntegrationLoops:
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        await self.executor.aclose()
         await self.client.aclose()
         log.info("integration.loops_stopped", **self.worker.stats.__dict__)

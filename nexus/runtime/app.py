@@ -58,6 +58,7 @@ def _api_lifespan(
                 inbox_store(),
                 state.sessions,
                 max_body_bytes=settings.inbox.command_max_body_bytes,
+                failpoint=settings.core.failpoint,
                 on_accepted=lambda: bell.ring(INBOX_BELL),
             )
             resumer = asyncio.create_task(_resume_when_migrated(state))

@@ -1,12 +1,15 @@
 """The executor's AcceptCommand call and how it classifies answers, against a Runtime stand-in
 served over real HTTP (`tests/support/runtime_stand_in.py`; the contract is
-`nexus.contracts.commands`)."""
+`nexus.contracts.commands`): concurrent calls share batch requests, and each command still
+gets its own outcome."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -66,16 +69,31 @@ def item(external_id: str, *, work_id: str | None = None) -> Claimed:
     )
 
 
-async def call(url: str, claimed: Claimed) -> Exception | None:
-    async with internal_client(base_url=url, timeout_seconds=TIMEOUT, connections=4) as client:
+async def outcome(executor: CommandExecutor, claimed: Claimed) -> Exception | None:
+    try:
+        await executor(claimed)
+    except (Retryable, Terminal) as exc:
+        return exc
+    return None
+
+
+async def call_all(
+    url: str, items: list[Claimed], seconds: float = TIMEOUT, **options: Any
+) -> list[Exception | None]:
+    """Hand `items` to one executor at once (as the Worker does with a claimed batch)."""
+    async with internal_client(base_url=url, timeout_seconds=seconds, connections=4) as client:
         executor = CommandExecutor(
-            client, WorkloadSigner("integration", KEY), timeout_seconds=TIMEOUT
+            client, WorkloadSigner("integration", KEY), timeout_seconds=seconds, **options
         )
         try:
-            await executor(claimed)
-        except (Retryable, Terminal) as exc:
-            return exc
-    return None
+            return list(await asyncio.gather(*(outcome(executor, c) for c in items)))
+        finally:
+            await executor.aclose()
+
+
+async def call(url: str, claimed: Claimed) -> Exception | None:
+    (result,) = await call_all(url, [claimed])
+    return result
 
 
 async def test_202_is_success_and_a_repeat_is_a_duplicate_success(runtime: StandIn) -> None:
@@ -151,3 +169,67 @@ async def test_a_corrupt_work_item_is_terminal_and_sends_nothing(runtime: StandI
     assert isinstance(mismatched, Terminal)
     assert str(mismatched) == "the work item's command carries another message id"
     assert len(runtime.calls) == calls
+
+
+async def test_concurrent_items_share_few_requests_each_with_its_own_outcome(
+    runtime: StandIn,
+) -> None:
+    requests = len(runtime.requests)
+    items = [item(f"ok-batch-{n}") for n in range(200)]
+    items[17] = item("bad-batch-17")
+    items[42] = item("conflict-batch-42")
+    items[99] = item("flagged-batch-99")
+    outcomes = await call_all(runtime.url, items, seconds=10, max_commands=64)
+    sent = runtime.requests[requests:]
+    assert len(sent) <= 6, sent  # 200 commands, at most 64 per request
+    assert sum(r["commands"] for r in sent) == 200
+    assert max(r["commands"] for r in sent) == 64
+    assert {r["path"] for r in sent} == {"/internal/v1/runtime/commands/batch"}
+    failed = {n: (type(o), str(o)) for n, o in enumerate(outcomes) if o is not None}
+    assert failed == {
+        17: (Terminal, "Runtime answered 400 VALIDATION_ERROR"),
+        42: (Terminal, "Runtime answered 409 IDEMPOTENCY_CONFLICT"),
+        99: (Retryable, "Runtime answered 400 STALE_METADATA"),
+    }
+    assert {f"work-ok-batch-{n}" for n in range(200)} - {
+        f"work-ok-batch-{n}" for n in (17, 42, 99)
+    } <= set(runtime.accepted)
+
+
+async def test_a_whole_request_failure_fails_every_command_in_it_as_retryable(
+    runtime: StandIn,
+) -> None:
+    requests = len(runtime.requests)
+    outcomes = await call_all(
+        runtime.url, [item("ok-b-1"), item("busy-b-2"), item("ok-b-3")], seconds=10
+    )
+    assert len(runtime.requests) == requests + 1  # one request carried all three
+    assert [(type(o), str(o), getattr(o, "delay_ms", None)) for o in outcomes] == [
+        (Retryable, "Runtime answered 503 UNAVAILABLE", 7000)
+    ] * 3
+    assert "work-ok-b-1" not in runtime.accepted  # Runtime took none of them
+
+
+async def test_a_batch_bounded_by_bytes_is_split(runtime: StandIn) -> None:
+    requests = len(runtime.requests)
+    items = [item(f"ok-bytes-{n}") for n in range(10)]
+    size = len(items[0].payload)
+    outcomes = await call_all(runtime.url, items, seconds=10, max_bytes=3 * size + 40)
+    assert outcomes == [None] * 10
+    assert [r["commands"] for r in runtime.requests[requests:]] == [3, 3, 3, 1]
+
+
+async def test_closing_fails_what_was_not_sent_as_retryable(runtime: StandIn) -> None:
+    requests = len(runtime.requests)
+    async with internal_client(base_url=runtime.url, timeout_seconds=5, connections=4) as client:
+        executor = CommandExecutor(
+            client, WorkloadSigner("integration", KEY), timeout_seconds=5, window_seconds=30
+        )
+        calls = [asyncio.create_task(outcome(executor, item(f"ok-close-{n}"))) for n in range(3)]
+        await asyncio.sleep(0.05)  # queued, the sender waiting out its (long) window
+        await executor.aclose()
+        results = await asyncio.gather(*calls)
+    assert [(type(r), str(r)) for r in results] == [
+        (Retryable, "the executor stopped before sending the command")
+    ] * 3
+    assert len(runtime.requests) == requests  # nothing was sent

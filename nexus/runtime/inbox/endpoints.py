@@ -1,18 +1,30 @@
-"""`POST /internal/v1/runtime/commands` (AcceptCommand): workload-authenticated, no user."""
+"""AcceptCommand, single (`POST /internal/v1/runtime/commands`) and batch
+(`.../commands/batch`): workload-authenticated, no user; both go through
+`CommandInbox.accept_batch` (the single form is a batch of one)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from nexus.contracts.commands import AcceptCommandRequest, AcceptCommandResponse
-from nexus.contracts.errors import BadRequest, PayloadTooLarge, ServiceUnavailable
+from nexus.contracts.commands import (
+    MAX_BATCH_BYTES,
+    AcceptCommandBatchRequest,
+    AcceptCommandBatchResponse,
+    AcceptCommandRequest,
+    AcceptCommandResponse,
+    CommandError,
+    CommandResult,
+    command_error_is_retryable,
+)
+from nexus.contracts.errors import BadRequest, NexusError, PayloadTooLarge, ServiceUnavailable
 from nexus.identity.endpoints import WorkloadCall, workload_call
 from nexus.platform.observability import get_logger
-from nexus.runtime.inbox.accept import CommandInbox, driver_code
+from nexus.runtime.inbox.accept import CommandInbox, Outcome, driver_code
 
 log = get_logger(__name__)
 router = APIRouter(prefix="/internal/v1/runtime")
@@ -32,6 +44,16 @@ async def bounded_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def invalid(exc: ValidationError, message: str) -> BadRequest:
+    return BadRequest(
+        message,
+        fields={
+            ".".join(str(p) for p in err["loc"]) or "body": str(err["msg"])
+            for err in exc.errors()[:MAX_REPORTED_PROBLEMS]
+        },
+    )
+
+
 @router.post("/commands", status_code=202, response_model=AcceptCommandResponse)
 async def accept_command(
     request: Request,
@@ -42,18 +64,51 @@ async def accept_command(
         body = await bounded_body(request, inbox.max_body_bytes)
         command = AcceptCommandRequest.model_validate_json(body)
     except ValidationError as exc:
-        raise BadRequest(
-            "the command is not valid",
-            fields={
-                ".".join(str(p) for p in err["loc"]) or "body": str(err["msg"])
-                for err in exc.errors()[:MAX_REPORTED_PROBLEMS]
-            },
-        ) from None
+        raise invalid(exc, "the command is not valid") from None
+    (outcome,) = await _accept(request, call, [command])
+    if isinstance(outcome, NexusError):
+        raise outcome
+    return outcome
+
+
+@router.post("/commands/batch", response_model=AcceptCommandBatchResponse)
+async def accept_command_batch(
+    request: Request,
+    call: Annotated[WorkloadCall, Depends(workload_call("runtime.commands"))],
+) -> AcceptCommandBatchResponse:
+    inbox: CommandInbox = request.app.state.inbox
     try:
-        return await inbox.accept(
-            request.app.state.runtime.metadata,
-            workload=call.workload,
-            request=command,
+        body = await bounded_body(request, MAX_BATCH_BYTES)
+        batch = AcceptCommandBatchRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise invalid(exc, "the command batch is not valid") from None
+    results: list[CommandResult | None] = [None] * len(batch.commands)
+    valid: list[tuple[int, AcceptCommandRequest]] = []
+    for index, raw in enumerate(batch.commands):
+        message_id = raw.get("message_id") if isinstance(raw, dict) else None
+        message_id = message_id if isinstance(message_id, str) else None
+        try:
+            if len(json.dumps(raw, separators=(",", ":")).encode()) > inbox.max_body_bytes:
+                raise PayloadTooLarge(f"a command body is at most {inbox.max_body_bytes} bytes")
+            valid.append((index, AcceptCommandRequest.model_validate(raw)))
+        except ValidationError as exc:
+            results[index] = _result(message_id, invalid(exc, "the command is not valid"))
+        except NexusError as exc:
+            results[index] = _result(message_id, exc)
+    if valid:
+        outcomes = await _accept(request, call, [command for _, command in valid])
+        for (index, command), outcome in zip(valid, outcomes, strict=True):
+            results[index] = _result(command.message_id, outcome)
+    return AcceptCommandBatchResponse(results=[r for r in results if r is not None])
+
+
+async def _accept(
+    request: Request, call: WorkloadCall, commands: list[AcceptCommandRequest]
+) -> list[Outcome]:
+    inbox: CommandInbox = request.app.state.inbox
+    try:
+        return await inbox.accept_batch(
+            request.app.state.runtime.metadata, workload=call.workload, requests=commands
         )
     except (OperationalError, InterfaceError) as exc:  # down, busy: the caller tries again
         log.warning("inbox.accept_failed", error=type(exc).__name__, code=driver_code(exc))
@@ -61,3 +116,20 @@ async def accept_command(
             f"the command was not accepted ({type(exc).__name__}); retry with the same id",
             code="DATABASE_UNAVAILABLE",
         ) from None
+
+
+def _result(message_id: str | None, outcome: Outcome) -> CommandResult:
+    if isinstance(outcome, AcceptCommandResponse):
+        return CommandResult(message_id=message_id, status=outcome.status, work_id=outcome.work_id)
+    body: dict[str, Any] = outcome.body()
+    return CommandResult(
+        message_id=message_id,
+        status="conflict" if outcome.code == "IDEMPOTENCY_CONFLICT" else "refused",
+        error=CommandError(
+            status=outcome.status,
+            code=outcome.code,
+            message=outcome.message,
+            fields=outcome.fields,
+            retryable=command_error_is_retryable(outcome.status, body),
+        ),
+    )

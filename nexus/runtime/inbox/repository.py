@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import ColumnElement, Table, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -22,6 +23,26 @@ class RunAs:
 
 
 @dataclass(frozen=True)
+class Bindings:
+    run_as: dict[str, RunAs]  # org id -> the user its commands run as
+    now_ms: int | None  # the database clock (None when no org is bound)
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    work_id: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    org_id: str
+    message_key: str
+    work_id: str
+    digest: str
+
+
+@dataclass(frozen=True)
 class FoundRecord:
     id: str
     is_deleted: bool
@@ -32,18 +53,24 @@ class InboxRepository:
         self.session = session
 
     # ------------------------------------------------------------------ run-as
-    async def bound_user(self, org_id: str, workload: str) -> RunAs | None:
-        """The active user bound to `workload` in an existing org; None fails closed."""
+    async def bound_users(self, org_ids: Sequence[str], workload: str) -> Bindings:
+        """Per org, the active user bound to `workload` (existing orgs only; an org missing
+        from the answer fails closed), and the database clock, read in the same statement."""
         b, u, o = m.workload_binding, im.user, im.org
-        row = (
+        rows = (
             await self.session.execute(
-                select(b.c.user_id, o.c.security_epoch)
+                select(b.c.org_id, b.c.user_id, o.c.security_epoch, db_now_ms())
                 .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
                 .join(o, o.c.org_id == b.c.org_id)
-                .where(b.c.org_id == org_id, b.c.workload == workload, u.c.is_active.is_(True))
+                .where(
+                    one_of(b.c.org_id, org_ids), b.c.workload == workload, u.c.is_active.is_(True)
+                )
             )
-        ).first()
-        return None if row is None else RunAs(str(row[0]), int(row[1]))
+        ).all()
+        return Bindings(
+            {str(r[0]): RunAs(str(r[1]), int(r[2])) for r in rows},
+            int(rows[0][3]) if rows else None,
+        )
 
     async def active_user(self, org_id: str, user_id: str) -> RunAs | None:
         """The run-as user of an accepted command, if still active (and the org's epoch)."""
@@ -58,30 +85,39 @@ class InboxRepository:
         return None if row is None else RunAs(str(row[0]), int(row[1]))
 
     # ------------------------------------------------------------------ dedupe
-    async def message(self, org_id: str, message_key: str) -> RowMapping | None:
+    async def messages(self, org_id: str, message_keys: Iterable[str]) -> dict[str, StoredMessage]:
+        """The accepted messages among `message_keys` of one org (one statement)."""
         t = m.inbox_message
-        result = await self.session.execute(
-            select(t.c.work_id, t.c.command_sha256).where(
-                t.c.org_id == org_id, t.c.message_key == message_key
+        rows = await self.session.execute(
+            select(t.c.message_key, t.c.work_id, t.c.command_sha256).where(
+                t.c.org_id == org_id, one_of(t.c.message_key, sorted(set(message_keys)))
             )
         )
-        return result.mappings().first()
+        return {str(r[0]): StoredMessage(str(r[1]), str(r[2])) for r in rows}
 
-    async def insert_message(
-        self, *, org_id: str, message_key: str, work_id: str, digest: str
-    ) -> bool:
-        """Claim the message key; False when it was taken (a concurrent or earlier accept)."""
+    async def insert_messages(self, rows: Sequence[NewMessage], *, now_ms: int) -> int:
+        """Claim message keys with one insert-or-ignore of all rows (in key order, one lock
+        order for concurrent accepts); returns how many were new. Keys taken by an earlier
+        or concurrent accept are left as they are: read them back to see which. Every value
+        is a plain parameter (the clock too), so the statement compiles once and PyMySQL
+        sends the rows as one multi-row INSERT; SQLite runs them in one driver call."""
+        if not rows:
+            return 0
         dialect = self.session.get_bind().dialect.name
         inserted = await self.session.execute(
-            insert_ignore(m.inbox_message, dialect).values(
-                org_id=org_id,
-                message_key=message_key,
-                work_id=work_id,
-                command_sha256=digest,
-                accepted_at_ms=db_now_ms(),
-            )
+            insert_ignore(m.inbox_message, dialect),
+            [
+                {
+                    "org_id": row.org_id,
+                    "message_key": row.message_key,
+                    "work_id": row.work_id,
+                    "command_sha256": row.digest,
+                    "accepted_at_ms": now_ms,
+                }
+                for row in sorted(rows, key=lambda r: (r.org_id, r.message_key))
+            ],
         )
-        return bool(inserted.rowcount == 1)  # type: ignore[attr-defined]  # a CursorResult
+        return int(inserted.rowcount)  # type: ignore[attr-defined]  # a CursorResult
 
     # ------------------------------------------------------------------ records
     async def record_by_value(
@@ -127,6 +163,12 @@ class InboxRepository:
             delete(b).where(b.c.org_id == org_id, b.c.workload == workload)
         )
         return bool(removed.rowcount)  # type: ignore[attr-defined]  # a CursorResult
+
+
+def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+    """`column = v` for one value (a single command: no expanding IN rendered per call),
+    else `column IN (...)`."""
+    return column == values[0] if len(values) == 1 else column.in_(values)
 
 
 async def set_queue_policy(
