@@ -37,6 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -46,18 +48,31 @@ from tests.e2e.test_stack import free_port_base
 
 NEXUS = [sys.executable, "-m", "nexus"]
 PASSWORD = "bench-admin-Pa55word!"
-METADATA = """\
-objects:
-  - {api_name: Contact, label: Contact, plural_label: Contacts, key_prefix: "003",
-     sharing_model: Private, name_field: {api_name: Name, label: Name, type: text, length: 80},
-     fields: [{api_name: LastName, label: Last Name, type: text, length: 80},
-              {api_name: Sent_Ms__c, label: Sent Ms, type: number, precision: 18, scale: 0},
-              {api_name: External_Id__c, label: External Id, type: text, length: 64,
-               external_id: true, unique: true}]}
-permission_sets:
-  - {api_name: Integration_Contacts, label: "Integration: contacts",
-     objects: [{object: Contact, create: true, read: true, edit: true, all_fields: edit}]}
-"""
+PACKAGE_OBJECTS = ROOT / "nexus" / "apps" / "sfcrm" / "package" / "components" / "objects.yaml"
+SENT_MS = {
+    "api_name": "Sent_Ms__c",
+    "label": "Sent Ms",
+    "type": "number",
+    "precision": 18,
+    "scale": 0,
+}
+
+
+def metadata() -> str:
+    """sfcrm's Contact as `nexus up` installs it (metadata applies are additive: the object is
+    applied whole) plus the send-time field, and a permission set for the integration user."""
+    package = yaml.safe_load(PACKAGE_OBJECTS.read_text())["components"]
+    contact = next(
+        c["definition"] for c in package if c["kind"] == "object" and c["key"] == "Contact"
+    )
+    contact["fields"].append(SENT_MS)
+    grant = {"object": "Contact", "create": True, "read": True, "edit": True, "all_fields": "edit"}
+    permission_set = {"api_name": "Integration_Contacts", "label": "Integration: contacts"}
+    return yaml.safe_dump(
+        {"objects": [contact], "permission_sets": [permission_set | {"objects": [grant]}]}
+    )
+
+
 # connector/route/secret name as in bench/ingest.py's generator (it signs for that route)
 ROUTES = """\
 routes:
@@ -71,8 +86,7 @@ routes:
       op: upsert
       object: Contact
       external_id_field: External_Id__c
-      fields: {External_Id__c: /data/id, Name: /data/last_name, LastName: /data/last_name,
-               Sent_Ms__c: /data/sent_ms}
+      fields: {External_Id__c: /data/id, LastName: /data/last_name, Sent_Ms__c: /data/sent_ms}
 """
 
 
@@ -215,7 +229,7 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
                 raise RuntimeError(f"nexus up did not become ready; see {work}/up.log")
             if "is ready at" in line:
                 break
-        (work / "metadata.yaml").write_text(METADATA)
+        (work / "metadata.yaml").write_text(metadata())
         (work / "routes.yaml").write_text(ROUTES)
         nexus(env, "metadata", "apply", str(work / "metadata.yaml"))
         assign = ["--username", "integration", "--permission-set", "Integration_Contacts"]
