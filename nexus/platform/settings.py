@@ -218,8 +218,9 @@ class InboxSettings(BaseSettings):
 
     #: AcceptCommand request bodies above this are refused with 413.
     command_max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
-    #: Commands runtime-worker executes at once (each is one transaction; SQLite has one writer).
-    inbox_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    #: Commands runtime-worker holds at once; those ready together run as one group
+    #: transaction of up to 64 (ADR 0028), so this is also the largest group.
+    inbox_concurrency: Annotated[int, Field(ge=1, le=256)] = 64
     #: Lease of a claimed command; renewed every third of it while it runs.
     inbox_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
     #: Attempts before a command that keeps failing transiently is dead.

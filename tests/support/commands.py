@@ -72,6 +72,15 @@ CONTACTS = {
                     "unique": True,
                 },
                 {"api_name": "Phone", "label": "Phone", "type": "phone"},
+                {
+                    "api_name": "Badge__c",
+                    "label": "Badge",
+                    "type": "number",
+                    "precision": 10,
+                    "scale": 0,
+                    "external_id": True,
+                    "unique": True,
+                },
             ],
         },
         {

@@ -1,65 +1,84 @@
-"""runtime-worker's inbox handler: one accepted command, one transaction, effect once.
+"""runtime-worker's inbox handler: commands that are ready together run in one transaction.
 
-In one unit of work: the run-as user's access (their permission sets and sharing decide:
-authorization stays in Runtime), the record found by its external id, the change made by the
-record mutation use case (validation rules, before-save flows, field history, search index),
-and the inbox item's completion (`Worker.complete_in`). A failure anywhere before the commit
-rolls all of it back; the engine then retries or parks the item.
-
-How an outcome is classified:
-    business refusal (validation rule, access, unknown field, duplicate value, bad value,
-    no such record)                            -> Terminal (dead at once; replay is manual)
-    a concurrent change (CONFLICT)             -> Retryable
-    database and other unexpected errors       -> retryable (the engine stores the class)
-Stored messages carry error codes and field names, never values.
+The generic `Worker` calls the handler once per claimed command, several at once. Each call
+queues its command and waits; one group runner per process takes the first waiting command
+and every other one that is waiting by then (up to `GROUP_MAX`: no wait beyond what gathered
+while the previous group ran) and executes them in one unit of work (`group.GroupRun`):
+run-as users and their access resolved once per distinct user, commands on one object
+through one multi-item `mutate` with per-item results, each command's completion
+(`Worker.complete_in`) in the same transaction as its change (effect once), one commit.
+Only then is each waiting call answered: it returns (applied and completed) or raises its
+command's refusal, which the Worker records. A group whose transaction fails (a database
+error, a failed commit) applied nothing: every command in it raises a retryable failure.
+See `group.py` for how one command's refusal is kept from undoing the others, and ADR 0028.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from dataclasses import dataclass
 
+from prometheus_client import Histogram
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from nexus.contracts.commands import API_NAME, RecordCommand
-from nexus.contracts.errors import NexusError
-from nexus.contracts.identity import TrustedCall
-from nexus.contracts.records import (
-    ErrorCategory,
-    MutateItem,
-    MutateRequest,
-    RecordError,
-)
 from nexus.platform.db import unit_of_work
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import Claimed
-from nexus.platform.workqueue.worker import Retryable, Terminal, Worker, WorkFailed
-from nexus.runtime.access import AccessCache, CallerAccess
+from nexus.platform.workqueue.worker import Retryable, Terminal, Worker
+from nexus.runtime.access import AccessCache
+from nexus.runtime.inbox.group import Command, GroupRun
 from nexus.runtime.inbox.queue import InboxItem
-from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.inbox.writes import WriteTurns
-from nexus.runtime.metadata.view import MetadataCache, MetadataView
-from nexus.runtime.records.coercion import InvalidValue, coerce
-from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
-from nexus.runtime.schema.spec import column_name
+from nexus.runtime.metadata.view import MetadataCache
 
 log = get_logger(__name__)
-_SAFE_NAME = re.compile(API_NAME)
-RETRYABLE_CATEGORIES = frozenset({ErrorCategory.CONFLICT})
-MAX_REPORTED_ERRORS = 5
+#: Commands executed in one transaction at most (mutate takes up to 200 items).
+GROUP_MAX = 64
+
+GROUP_COMMANDS = Histogram(
+    "nexus_inbox_group_commands",
+    "Inbox commands executed per group transaction",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+
+
+@dataclass
+class GroupStats:
+    """Counters the tests and the benchmark read."""
+
+    groups: int = 0
+    failed_groups: int = 0
+    commands: int = 0
+    batches: int = 0
+    largest: int = 0
+
+
+@dataclass
+class _Waiting:
+    command: Command
+    future: asyncio.Future[None]
 
 
 class CommandExecutor:
     """The inbox `Worker`'s handler. `worker` is set once the Worker exists (it completes
-    items inside this handler's transaction)."""
+    items inside the group's transaction); `close()` once the Worker has stopped."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], *, group_max: int = GROUP_MAX
+    ) -> None:
         self.sessions = sessions
+        self.group_max = group_max
         self.turns = WriteTurns(sessions)
         self.metadata = MetadataCache()
         self.access = AccessCache()
         self.worker: Worker | None = None
+        self.stats = GroupStats()
+        self._queue: asyncio.Queue[_Waiting] = asyncio.Queue()
+        self._running: list[_Waiting] = []
+        self._runner: asyncio.Task[None] | None = None
 
     async def __call__(self, claimed: Claimed) -> None:
         if self.worker is None:  # pragma: no cover - wired before the worker runs
@@ -68,100 +87,65 @@ class CommandExecutor:
             item = InboxItem.model_validate_json(claimed.payload)
         except ValidationError:
             raise Terminal("BAD_PAYLOAD: the inbox item cannot be read") from None
-        async with self.turns.turn(), unit_of_work(self.sessions) as session:
-            caller = await _run_as(session, item)
-            view = await self.metadata.view(session, item.org_id)
-            access = await self.access.for_caller(session, caller)
-            change = await _change(session, view, access, item.command)
-            if change is not None:
-                await _apply(session, view, access, caller, change)
-            await self.worker.complete_in(await session.connection(), claimed)
-        log.debug("inbox.executed", work_id=claimed.id, op=item.command.op, applied=bool(change))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Waiting(Command(claimed, item), future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run(self.worker), name="inbox-groups")
+        await future
+        log.debug("inbox.executed", work_id=claimed.id, op=item.command.op)
 
+    async def close(self) -> None:
+        """Stop the group runner; a command still waiting is told to retry (its lease is
+        released or expires: nothing of it was committed)."""
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        left = self._running + [self._queue.get_nowait() for _ in range(self._queue.qsize())]
+        for waiting in left:
+            if not waiting.future.done():
+                waiting.future.set_exception(Retryable("the inbox worker is stopping"))
 
-async def _run_as(session: AsyncSession, item: InboxItem) -> TrustedCall:
-    """The user the command was accepted to run as, if still active (fail closed)."""
-    user = await InboxRepository(session).active_user(item.org_id, item.run_as)
-    if user is None:
-        raise Terminal("RUN_AS_INACTIVE: the run-as user is inactive or gone")
-    return TrustedCall(
-        org_id=item.org_id,
-        user_id=user.user_id,
-        session_id="",
-        client_id=None,
-        scopes=frozenset({"api"}),
-        security_epoch=user.security_epoch,
-        via="workload_binding",
-        workload=item.workload,
-    )
+    async def _run(self, worker: Worker) -> None:
+        while True:
+            self._running = await self._gather()
+            if self._running:
+                await self._execute(worker, self._running)
+            self._running = []
 
+    async def _gather(self) -> list[_Waiting]:
+        group = [await self._queue.get()]
+        await asyncio.sleep(0)  # calls started with the first one queue theirs first
+        while len(group) < self.group_max and not self._queue.empty():
+            group.append(self._queue.get_nowait())
+        # a call that is no longer waiting was cancelled (its lease lost or released)
+        return [waiting for waiting in group if not waiting.future.done()]
 
-async def _change(
-    session: AsyncSession, view: MetadataView, access: CallerAccess, command: RecordCommand
-) -> MutateItem | None:
-    """The mutation a command asks for; None when there is nothing to do (deleting a record
-    that does not exist or is deleted already)."""
-    if command.op == "upsert":
-        return MutateItem(
-            op="upsert",
-            object=command.object,
-            external_id_field=command.external_id_field,
-            external_id=command.external_id,
-            fields=dict(command.fields),
-        )
-    obj = view.object(command.object)
-    if obj is None or not access.object(view, obj).read:
-        raise Terminal(f"NOT_FOUND: no object named {command.object}")
-    ext = view.field(obj, command.external_id_field)
-    if ext is None or not (ext.external_id or ext.unique):
-        raise Terminal(f"INVALID_FIELD ({command.external_id_field}): not an external id field")
-    try:
-        value = coerce(ext, command.external_id)
-    except InvalidValue as exc:
-        raise _refusal([exc.error]) from None
-    found = await InboxRepository(session).record_by_value(
-        view.table(obj), column_name(ext.api_name), value, view.org_id
-    )
-    if command.op == "delete":
-        if found is None or found.is_deleted:
-            return None
-        return MutateItem(op="delete", object=obj.api_name, id=found.id)
-    if found is None:
-        raise Terminal(f"NOT_FOUND: no {obj.api_name} record with that external id")
-    return MutateItem(op="update", object=obj.api_name, id=found.id, fields=dict(command.fields))
-
-
-async def _apply(
-    session: AsyncSession,
-    view: MetadataView,
-    access: CallerAccess,
-    caller: TrustedCall,
-    change: MutateItem,
-) -> None:
-    try:
-        response = await mutate(
-            session, view=view, access=access, caller=caller, request=MutateRequest(items=[change])
-        )
-    except AllOrNoneRolledBack as rolled_back:  # pragma: no cover - one item, not all-or-none
-        response = rolled_back.response
-    except NexusError as exc:
-        if exc.status >= 500:
-            raise Retryable(exc.code) from None
-        raise Terminal(exc.code) from None
-    result = response.results[0]
-    if not result.success:
-        raise _refusal(result.errors)
-
-
-def _refusal(errors: Sequence[RecordError]) -> WorkFailed:
-    """A sanitized summary: categories and field names (never a value, never a message that
-    could quote one)."""
-    parts = []
-    for error in errors[:MAX_REPORTED_ERRORS]:
-        names = [f for f in error.fields if _SAFE_NAME.fullmatch(f)]
-        code = error.category.value
-        parts.append(f"{code} ({', '.join(names)})" if names else code)
-    summary = "; ".join(parts) or "refused"
-    if errors and all(e.category in RETRYABLE_CATEGORIES for e in errors):
-        return Retryable(summary)
-    return Terminal(summary)
+    async def _execute(self, worker: Worker, group: list[_Waiting]) -> None:
+        commands = [waiting.command for waiting in group]
+        try:
+            async with self.turns.turn(), unit_of_work(self.sessions) as session:
+                run = GroupRun(session, worker, self.metadata, self.access, commands)
+                outcomes = await run.run()
+        except Exception as exc:  # noqa: BLE001 - nothing of the group committed: all retry
+            unless_cancelled()
+            self.stats.failed_groups += 1
+            log.warning("inbox.group_failed", commands=len(group), error=type(exc).__name__)
+            for waiting in group:
+                if not waiting.future.done():
+                    waiting.future.set_exception(Retryable(f"unexpected {type(exc).__name__}"))
+            return
+        self.stats.groups += 1
+        self.stats.commands += len(group)
+        self.stats.batches += run.batches
+        self.stats.largest = max(self.stats.largest, len(group))
+        GROUP_COMMANDS.observe(len(group))
+        for index, waiting in enumerate(group):
+            if waiting.future.done():
+                continue
+            if index not in outcomes:  # pragma: no cover - every command gets an outcome
+                waiting.future.set_exception(Retryable("the command was not executed"))
+            elif (outcome := outcomes[index]) is None:
+                waiting.future.set_result(None)  # applied and completed in the commit
+            else:
+                waiting.future.set_exception(outcome)

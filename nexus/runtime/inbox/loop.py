@@ -33,6 +33,8 @@ from nexus.runtime.inbox.repository import set_queue_policy
 log = get_logger(__name__)
 SCHEMA_POLL_SECONDS = 2.0
 RESTART_SECONDS = 5.0
+#: Connections: the group runner's, the poller's, the completer's, the heartbeat's, a spare.
+POOL_SIZE = 5
 
 
 class InboxLoop:
@@ -67,7 +69,7 @@ class InboxLoop:
         self.engine = create_engine(
             self.url,
             application_name="nexus-runtime-worker-inbox",
-            pool_size=self.worker_settings.concurrency + 2,
+            pool_size=POOL_SIZE,
             connect_timeout_seconds=self.db.db_connect_timeout_seconds,
             sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
         )
@@ -111,7 +113,10 @@ class InboxLoop:
                     return
                 self.state = "running"
                 log.info("inbox.started", concurrency=self.worker_settings.concurrency)
-                await worker.run()
+                try:
+                    await worker.run()
+                finally:
+                    await executor.close()
                 if self._stop.is_set():
                     return
                 raise RuntimeError("the inbox worker stopped by itself")

@@ -217,6 +217,64 @@ async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_on
         ]
 
 
+async def test_sigkill_mid_group_applies_none_of_it_and_it_is_retried_once(
+    db: RuntimeDb, tmp_path: Path
+) -> None:
+    """A worker executing commands in groups (up to 64 in one transaction) is killed while it
+    holds a group: none of the held commands is applied, each applied one is completed, and
+    the survivor runs each held command exactly once more."""
+    records, per_record = 48, 3
+    bodies = [
+        command(f"group-{r}", LastName=f"group-{r}-{k}")
+        for k in range(per_record)
+        for r in range(records)
+    ]
+    ids = await accept_all(db, bodies)
+    env = {
+        "NEXUS_INBOX_LEASE_MS": str(LEASE_MS),
+        "NEXUS_SHUTDOWN_GRACE_SECONDS": "5",
+        "NEXUS_INBOX_CONCURRENCY": "64",
+    }
+    killed = start_worker(db, tmp_path / "killed.log", **env)
+    try:
+        await wait_until(db, ids, at_least=records // 2)
+        await wait_for_processing(db, ids, at_least=2)
+    finally:
+        stop_worker(killed, signal.SIGKILL)
+    items = m.inbox.items
+    async with reading(db.engine) as conn:
+        states = {
+            str(r[0]): str(r[1])
+            for r in await conn.execute(
+                select(items.c.id, items.c.state).where(items.c.id.in_(ids))
+            )
+        }
+    held = [work_id for work_id in ids if states[work_id] == "processing"]
+    assert len(held) >= 2, "the killed worker held no group"
+    for r in range(records):  # all or none: a record has a version per completed command
+        mine = ids[r::records]
+        done = sum(states[work_id] == "succeeded" for work_id in mine)
+        row = await contact(db, f"group-{r}")
+        assert (row["row_version"] if row else 0) == done
+        assert all(states[w] == "succeeded" for w in mine[:done])  # in order, none skipped
+
+    survivor = start_worker(db, tmp_path / "survivor.log", **env)
+    try:
+        await wait_final(db.engine, ids, within=120)
+    finally:
+        assert stop_worker(survivor, signal.SIGTERM) == 0
+    for work_id in held:
+        stored = await item(db.engine, work_id)
+        assert (stored["state"], stored["attempt"]) == ("succeeded", 2)  # retried once
+    for r in range(records):
+        row = await contact(db, f"group-{r}")
+        assert row is not None
+        assert (row["lastname"], row["row_version"]) == (f"group-{r}-{per_record - 1}", per_record)
+        assert [new for _, _, new in await history(db, row["id"])] == [
+            f"group-{r}-{k}" for k in range(1, per_record)
+        ]
+
+
 async def wait_until(db: RuntimeDb, ids: list[str], *, at_least: int) -> None:
     deadline = time.monotonic() + 60
     while await count_in(db, ids, "succeeded") < at_least:
@@ -224,8 +282,8 @@ async def wait_until(db: RuntimeDb, ids: list[str], *, at_least: int) -> None:
         await asyncio.sleep(0.02)
 
 
-async def wait_for_processing(db: RuntimeDb, ids: list[str]) -> None:
+async def wait_for_processing(db: RuntimeDb, ids: list[str], at_least: int = 1) -> None:
     deadline = time.monotonic() + 30
-    while await count_in(db, ids, "processing") == 0:
+    while await count_in(db, ids, "processing") < at_least:
         assert time.monotonic() < deadline, "the worker never held a command"
         await asyncio.sleep(0.001)
