@@ -109,7 +109,8 @@ class CommandExecutor:
                 waiting.future.set_exception(Retryable("the inbox worker is stopping"))
 
     async def _run(self, worker: Worker) -> None:
-        while True:
+        """Runs while commands wait; the next call starts it again (no task left behind)."""
+        while not self._queue.empty():
             self._running = await self._gather()
             if self._running:
                 await self._execute(worker, self._running)
