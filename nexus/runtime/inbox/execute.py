@@ -29,7 +29,7 @@ from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal, Worker
 from nexus.runtime.access import AccessCache
-from nexus.runtime.inbox.group import Command, GroupRun
+from nexus.runtime.inbox.group import Command, GroupAborted, GroupRun
 from nexus.runtime.inbox.queue import InboxItem
 from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache
@@ -51,6 +51,8 @@ class GroupStats:
 
     groups: int = 0
     failed_groups: int = 0
+    #: groups rolled back and run one transaction per command (see `group.GroupAborted`)
+    fallbacks: int = 0
     commands: int = 0
     batches: int = 0
     largest: int = 0
@@ -107,11 +109,25 @@ class CommandExecutor:
                 waiting.future.set_exception(Retryable("the inbox worker is stopping"))
 
     async def _run(self, worker: Worker) -> None:
-        while True:
+        """Runs while commands wait; the next call starts it again (no task left behind)."""
+        while not self._queue.empty():
             self._running = await self._gather()
             if self._running:
                 await self._execute(worker, self._running)
             self._running = []
+
+    async def _one(self, worker: Worker, command: Command) -> BaseException | None:
+        """A command in a transaction of its own (after its group was rolled back)."""
+        try:
+            async with self.turns.turn(), unit_of_work(self.sessions) as session:
+                return (
+                    await GroupRun(session, worker, self.metadata, self.access, [command]).run()
+                )[0]
+        except GroupAborted as aborted:
+            return aborted.final.get(0, aborted.cause)
+        except Exception as exc:  # noqa: BLE001 - a database error: this command retries
+            unless_cancelled()
+            return exc
 
     async def _gather(self) -> list[_Waiting]:
         group = [await self._queue.get()]
@@ -127,6 +143,13 @@ class CommandExecutor:
             async with self.turns.turn(), unit_of_work(self.sessions) as session:
                 run = GroupRun(session, worker, self.metadata, self.access, commands)
                 outcomes = await run.run()
+        except GroupAborted as aborted:  # rolled back: one transaction per command
+            self.stats.fallbacks += 1
+            log.info("inbox.group_aborted", commands=len(group))
+            outcomes = dict(aborted.final)
+            for index, waiting in enumerate(group):
+                if index not in outcomes and not waiting.future.done():
+                    outcomes[index] = await self._one(worker, waiting.command)
         except Exception as exc:  # noqa: BLE001 - nothing of the group committed: all retry
             unless_cancelled()
             self.stats.failed_groups += 1

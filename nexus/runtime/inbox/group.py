@@ -8,12 +8,16 @@
                folded) never share a batch: the later one starts a new batch, which runs
                after the first. (The engine claims only a source lane's head, so a group
                never holds two commands of one lane; this guards lookups by value.)
-    isolation  a batch runs in a SAVEPOINT and completes its applied items in it
-               (`Worker.complete_in`). A command the batch refused, or whose record the
-               batched lookup did not find live, runs again alone in its own SAVEPOINT, so a
-               refusal is always decided on the command by itself; anything unexpected in a
-               batch rolls it back to its SAVEPOINT and each of its commands runs alone.
-               A command alone fails by itself: its SAVEPOINT is rolled back.
+    isolation  no SAVEPOINTs (MariaDB 10.11 aborts in InnoDB's full-text code when a
+               savepoint is rolled back over search-index writes: fts0fts.cc:2188). A
+               refused command writes nothing (`mutate` checks before it writes), so the
+               batch's other items stand; a command the batch refused, or whose record the
+               batched lookup did not find live, runs again alone after the batch, so a
+               refusal is always decided on the command by itself. Anything that may have
+               written part of a command (an error inside `mutate`) or a completion that
+               fails after its change (a lost lease) cannot be undone alone: the run raises
+               `GroupAborted`, the caller rolls the whole transaction back and runs each
+               command of the group in a transaction of its own.
     database   a database error is the group's: it is raised, the unit of work rolls back,
                and every command of the group is retried (nothing was applied)
 
@@ -60,8 +64,19 @@ class _Caller:
     access: CallerAccess
 
 
-class _Undo(Exception):
-    """Rolls a batch back to its SAVEPOINT (a completion failed after the batch's DML)."""
+class _Abort(Exception):
+    """Part of a command may be written and cannot be undone alone."""
+
+
+class GroupAborted(Exception):
+    """The group's transaction must be rolled back. `final` holds the outcomes that stand
+    anyway (a completion that failed: its command must not run again here); `cause` is what
+    forced it (for a group of one, that command's outcome)."""
+
+    def __init__(self, final: dict[int, BaseException], cause: BaseException) -> None:
+        super().__init__("the group must be rolled back")
+        self.final = final
+        self.cause = cause
 
 
 class GroupRun:
@@ -79,6 +94,7 @@ class GroupRun:
         self.access = access
         self.commands = commands
         self.outcomes: dict[int, BaseException | None] = {}
+        self.final: dict[int, BaseException] = {}
         self.batches = 0
         self._callers: dict[tuple[str, str], _Caller | WorkFailed] = {}
 
@@ -90,12 +106,15 @@ class GroupRun:
                 self.outcomes[index] = found
             else:
                 ready.append(index)
-        for batch in self._batches(ready):
-            self.batches += 1
-            if len(batch) == 1:
-                await self._alone(batch[0])
-            else:
-                await self._batch(batch)
+        try:
+            for batch in self._batches(ready):
+                self.batches += 1
+                if len(batch) == 1:
+                    await self._alone(batch[0])
+                else:
+                    await self._batch(batch)
+        except _Abort as abort:
+            raise GroupAborted(self.final, abort.__cause__ or abort) from None
         return self.outcomes
 
     # ------------------------------------------------------------------ callers
@@ -187,67 +206,66 @@ class GroupRun:
             changes.append(
                 (index, MutateItem(op=command.op, object=obj.api_name, id=record.id, fields=fields))
             )
-        if changes and not await self._apply_batch(who, changes, alone):
-            for index in indices:
-                if index not in self.outcomes:
-                    await self._alone(index)
-            return
+        if changes:
+            alone += await self._apply_batch(who, changes)
         for index in sorted(alone):
             await self._alone(index)
 
-    async def _apply_batch(
-        self, who: _Caller, changes: list[tuple[int, MutateItem]], alone: list[int]
-    ) -> bool:
-        """The batch in its SAVEPOINT; False when it was rolled back (run them alone)."""
+    async def _apply_batch(self, who: _Caller, changes: list[tuple[int, MutateItem]]) -> list[int]:
+        """The batch through `mutate`, its applied items completed; returns the refused."""
+        try:
+            response = await apply(
+                self.session, who.view, who.access, who.caller, [c for _, c in changes]
+            )
+        except DBAPIError:
+            raise
+        except Exception as exc:
+            raise _Abort from exc
         completed: list[int] = []
         refused: list[int] = []
-        try:
-            async with self.session.begin_nested():
-                response = await apply(
-                    self.session, who.view, who.access, who.caller, [c for _, c in changes]
-                )
-                conn = await self.session.connection()
-                for (index, _), result in zip(changes, response.results, strict=True):
-                    if not result.success:
-                        refused.append(index)
-                        continue
-                    try:
-                        await self.worker.complete_in(conn, self.commands[index].claimed)
-                    except (LeaseLost, WorkFailed) as exc:
-                        self.outcomes[index] = exc  # its effect goes with the SAVEPOINT
-                        raise _Undo from exc
-                    completed.append(index)
-        except DBAPIError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the batch is undone; each command runs alone
-            log.info("inbox.batch_undone", commands=len(changes), error=type(exc).__name__)
-            return False
+        for (index, _), result in zip(changes, response.results, strict=True):
+            if not result.success:
+                refused.append(index)  # it wrote nothing: decided alone below
+                continue
+            await self._complete(index)
+            completed.append(index)
         for index in completed:
             self.outcomes[index] = None
-        alone.extend(refused)
-        return True
+        return refused
 
     async def _alone(self, index: int) -> None:
-        """One command in its own SAVEPOINT, exactly as it would run by itself."""
+        """One command by itself, as it would run in a transaction of its own."""
         who = self._resolved(index)
-        command = self.commands[index]
+        command = self.commands[index].item.command
         try:
-            async with self.session.begin_nested():
-                mutation = await change(self.session, who.view, who.access, command.item.command)
-                if mutation is not None:
-                    response = await apply(
-                        self.session, who.view, who.access, who.caller, [mutation]
-                    )
-                    result = response.results[0]
-                    if not result.success:
-                        raise refusal(result.errors)
-                await self.worker.complete_in(await self.session.connection(), command.claimed)
+            mutation = await change(self.session, who.view, who.access, command)
         except DBAPIError:
             raise
-        except Exception as exc:  # noqa: BLE001 - this command's outcome (the engine classifies)
+        except Exception as exc:  # noqa: BLE001 - a refusal before any write: its outcome
             self.outcomes[index] = exc
             return
+        if mutation is not None:
+            try:
+                response = await apply(self.session, who.view, who.access, who.caller, [mutation])
+            except DBAPIError:
+                raise
+            except Exception as exc:
+                raise _Abort from exc
+            result = response.results[0]
+            if not result.success:
+                self.outcomes[index] = refusal(result.errors)  # it wrote nothing
+                return
+        await self._complete(index)
         self.outcomes[index] = None
+
+    async def _complete(self, index: int) -> None:
+        try:
+            await self.worker.complete_in(
+                await self.session.connection(), self.commands[index].claimed
+            )
+        except (LeaseLost, WorkFailed) as exc:
+            self.final[index] = exc  # its change is written: only a rollback undoes it
+            raise _Abort from exc
 
 
 def _record_identity(view: MetadataView, object_name: str, command: Any) -> Any:

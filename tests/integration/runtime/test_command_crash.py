@@ -166,7 +166,7 @@ async def test_a_run_as_user_deactivated_after_acceptance_refuses_the_command(
 async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_once(
     db: RuntimeDb, tmp_path: Path
 ) -> None:
-    records, per_record = 16, 4
+    records, per_record = 16, 10  # enough rounds that a kill lands mid-run with groups
     bodies = [
         command(f"crash-{r}", LastName=f"crash-{r}-{k}")
         for k in range(per_record)
