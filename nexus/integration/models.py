@@ -121,6 +121,7 @@ ingress_receipt = Table(
     Index(
         "ix_ingress_receipt_router", "org_id", "router_status", "next_attempt_at_ms", "receipt_id"
     ),
+    Index("ix_ingress_receipt_body_ref", "body_ref"),  # is a kept body file still referenced
 )
 
 #: ConnectorOutboxEvent: immutable, one per routed receipt (or several when a route fans out).
