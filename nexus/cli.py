@@ -286,6 +286,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for line in asyncio.run(_migrate(settings, services)):
         log.info("migrate.done", state=line)
     _announce_admin(asyncio.run(_bootstrap_admin(settings)))
+    asyncio.run(_register_web_client(settings))
 
     stop_signal: list[int] = []
     signal.signal(signal.SIGINT, lambda signum, _frame: stop_signal.append(signum))
@@ -391,6 +392,19 @@ async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
         if created is not None:
             await bootstrap_integration_binding(sessions)
         return created
+
+
+async def _register_web_client(settings: Settings) -> None:
+    """The browser CRM's public OAuth client, redirecting to this gateway's origins."""
+    from nexus.identity.setup import ensure_web_client
+
+    host, port = settings.core.host, settings.port_for(Role.GATEWAY)
+    hosts = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
+    origins = [settings.public_base_url]
+    for name in sorted(hosts):
+        origins += [f"http://{name}:{port}", f"https://{name}:{settings.gateway_tls_port}"]
+    async with _runtime_sessions(settings) as sessions:
+        await ensure_web_client(sessions, origins=origins)
 
 
 def _announce_admin(created: tuple[str, str | None] | None) -> None:
