@@ -100,7 +100,7 @@ export function defaultLayout(info: Pick<ObjectInfo, "fields" | "fieldOrder">) {
   const long = own.filter((n) => info.fields[n].dataType === "TextArea");
   const sections = [{ heading: "Details", columns: 2, fields: own.filter((n) => !long.includes(n)) }];
   if (long.length) sections.push({ heading: "Description", columns: 1, fields: long });
-  const system = ["OwnerId", "CreatedDate", "LastModifiedDate"].filter((n) => info.fields[n]);
+  const system = ["CreatedDate", "LastModifiedDate"].filter((n) => info.fields[n]);
   if (system.length) sections.push({ heading: "System Information", columns: 2, fields: system });
   return { sections };
 }
