@@ -28,6 +28,7 @@ from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.release_endpoints import router as release_router
+from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage import router as usage_router
 
 log = get_logger(__name__)
@@ -105,6 +106,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(inbox_router)
     app.include_router(release_router)
     app.include_router(usage_router)
+    app.include_router(ui_router)
     return app
 
 
