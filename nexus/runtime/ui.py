@@ -33,6 +33,7 @@ from nexus.runtime.metadata.definitions import (
     ListViewFilter,
     ListViewSort,
     ObjectDef,
+    relationship,
 )
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.view import MetadataView
@@ -182,23 +183,25 @@ class ListRequest(BaseModel):
 
 
 def _column(view: MetadataView, obj: ObjectDef, path: str) -> ListColumn:
-    """A column's label and type; a parent path (AccountId.Name) is labelled by its lookup."""
-    current, labels, kind = obj, [], "text"
-    for depth, part in enumerate(path.split(".")):
-        system = SYSTEM_COLUMNS.get(part.lower())
-        f = view.field(current, part)
-        if f is None:
-            label, kind = system if system is not None else (part, "text")
-            labels.append(label)
-            break
-        labels.append(f.label)
-        kind = f.type
-        parent = view.object(f.reference_to or "")
-        if depth < path.count(".") and parent is not None:
-            current = parent
-    if len(labels) > 1 and path.lower().endswith(".name"):
-        labels = labels[:-1]
-    return ListColumn(path=path, label=" ".join(labels), type=kind)
+    """A column's label and type; a parent path (Account.Name) is labelled by its lookup
+    (`Account Name`), or by lookup and field (`Account Industry`)."""
+    parts = path.split(".")
+    current, labels = obj, []
+    for part in parts[:-1]:
+        lookup = relationship(current, part)
+        parent = view.object(lookup.reference_to or "") if lookup is not None else None
+        if lookup is None or parent is None:
+            return ListColumn(path=path, label=path, type="text", sortable=False)
+        labels.append(lookup.label.removesuffix(" Name").removesuffix(" ID"))
+        current = parent
+    f = view.field(current, parts[-1])
+    if f is not None:
+        label, kind = f.label, f.type
+    else:
+        label, kind = SYSTEM_COLUMNS.get(parts[-1].lower(), (parts[-1], "text"))
+    if labels and parts[-1].lower() == "name":
+        label = "Name"
+    return ListColumn(path=path, label=" ".join([*labels, label]), type=kind)
 
 
 def _value(record: dict[str, Any], path: str) -> Any:
@@ -211,8 +214,42 @@ def _value(record: dict[str, Any], path: str) -> Any:
     return current
 
 
+def _relationship_path(view: MetadataView, obj: ObjectDef, path: str) -> str:
+    """`AccountId.Name` (through the lookup field, as some list views write it) as the SOQL
+    relationship path `Account.Name`; other paths unchanged."""
+    parts, current = path.split("."), obj
+    for i, part in enumerate(parts[:-1]):
+        f = view.field(current, part)
+        parent = view.object(f.reference_to or "") if f is not None else None
+        if f is None or parent is None or not f.relationship_name:
+            return path
+        parts[i], current = f.relationship_name, parent
+    return ".".join(parts)
+
+
+def _normalized(view: MetadataView, obj: ObjectDef, definition: ListViewDef) -> ListViewDef:
+    def path(p: str) -> str:
+        return _relationship_path(view, obj, p)
+
+    return definition.model_copy(
+        update={
+            "columns": tuple(path(c) for c in definition.columns),
+            "filters": tuple(
+                f.model_copy(update={"field": path(f.field)}) for f in definition.filters
+            ),
+            "sort": tuple(s.model_copy(update={"field": path(s.field)}) for s in definition.sort),
+        }
+    )
+
+
 def _definition(
-    views: list[ListViewDef], obj: ObjectDef, name: str, sort_by: str | None, q: str | None
+    view: MetadataView,
+    views: list[ListViewDef],
+    obj: ObjectDef,
+    name: str,
+    *,
+    sort_by: str | None,
+    q: str | None,
 ) -> ListViewDef:
     if name == RECENT:
         definition = ListViewDef(
@@ -226,12 +263,14 @@ def _definition(
         found = next((v for v in views if v.api_name.lower() == name.lower()), None)
         if found is None or found.object.lower() != obj.api_name.lower():
             raise ObjectNotFound(f"no list view named {name!r} on {obj.api_name}")
-        definition = found
+        definition = _normalized(view, obj, found)
     update: dict[str, Any] = {}
     if sort_by:
         field = sort_by.removeprefix("-")
         try:
-            sort = ListViewSort(field=field, descending=sort_by.startswith("-"))
+            sort = ListViewSort(
+                field=_relationship_path(view, obj, field), descending=sort_by.startswith("-")
+            )
         except ValueError:
             raise BadRequest(f"cannot sort by {field!r}", code="INVALID_FIELD") from None
         update["sort"] = (sort,)
@@ -250,7 +289,12 @@ async def list_page(request: Request, body: ListRequest, caller: RecordsCaller) 
         if obj is None or not access.object(view, obj).read:
             raise ObjectNotFound(f"no object named {body.object!r}")
         definition = _definition(
-            await _list_views(session, access.org_id), obj, body.list_view, body.sort_by, body.q
+            view,
+            await _list_views(session, access.org_id),
+            obj,
+            body.list_view,
+            sort_by=body.sort_by,
+            q=body.q,
         )
         shown = definition
         if not any(c.lower() == "id" for c in definition.columns):
