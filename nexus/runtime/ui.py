@@ -195,6 +195,8 @@ def _column(view: MetadataView, obj: ObjectDef, path: str) -> ListColumn:
         labels.append(lookup.label.removesuffix(" Name").removesuffix(" ID"))
         current = parent
     f = view.field(current, parts[-1])
+    label: str
+    kind: str
     if f is not None:
         label, kind = f.label, f.type
     else:
