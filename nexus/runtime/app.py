@@ -18,6 +18,7 @@ from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
+from nexus.runtime.admin_endpoints import router as admin_router
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.inbox.accept import CommandInbox
@@ -107,6 +108,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(release_router)
     app.include_router(usage_router)
     app.include_router(ui_router)
+    app.include_router(admin_router)
     return app
 
 
