@@ -35,6 +35,8 @@ ADMIN_PASSWORD = "ui-admin-password-1"
 PASSWORD = "ui-user-password-1"
 UI_COMPONENTS = Path(sfcrm.__file__).parent / "package" / "components" / "ui.yaml"
 SALES = ("Account", "Contact", "Opportunity")
+#: How long a revoked session or changed permission may still be honoured (seconds).
+STALENESS = 0.5
 USERS = (("rep1", "Sfcrm_Test_Sales"), ("rep2", "Sfcrm_Test_Sales"), ("viewer", None))
 
 
@@ -109,7 +111,9 @@ async def ui_stack(backend: Backend, var_dir: Path) -> AsyncIterator[UiStack]:
             )
     ensure_local_secrets(var_dir, [WORKLOAD, "catalog", "integration", "gateway"])
     runtime_settings = load_settings(
-        var_dir=var_dir, runtime_database_url=backend.url(LogicalService.RUNTIME)
+        var_dir=var_dir,
+        runtime_database_url=backend.url(LogicalService.RUNTIME),
+        max_security_staleness_seconds=STALENESS,
     )
     try:
         async with serving(create_api_app(runtime_settings)) as runtime_url:
