@@ -29,7 +29,7 @@ export function usePath(): string {
 
 export type Route =
   | { name: "home" }
-  | { name: "list"; object: string }
+  | { name: "list"; object: string; view: string | null }
   | { name: "record"; object: string; id: string }
   | { name: "callback" }
   | { name: "notFound" };
@@ -39,7 +39,9 @@ export function parseRoute(path: string): Route {
   const parts = clean.split("/").filter(Boolean).map(decodeURIComponent);
   if (clean === "/") return { name: "home" };
   if (clean === "/auth/callback") return { name: "callback" };
-  if (parts[0] === "o" && parts.length === 2) return { name: "list", object: parts[1] };
+  if (parts[0] === "o" && parts.length === 2) {
+    return { name: "list", object: parts[1], view: new URLSearchParams(path.split("?")[1] ?? "").get("view") };
+  }
   if (parts[0] === "r" && parts.length === 3) return { name: "record", object: parts[1], id: parts[2] };
   return { name: "notFound" };
 }

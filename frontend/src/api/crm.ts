@@ -1,44 +1,25 @@
-// The CRM data adapter over the sfcrm dialect (describe, query, search, CRUD). Screens use
-// only this module; switching to the UI API endpoints (docs/ui-api.md) changes only it.
+// The CRM data adapter: reads through the sfcrm UI API (docs/ui-api.md: nav-items,
+// object-info, record-ui, list-ui, search; each one coarse Runtime call), writes through the
+// dialect's REST endpoints. Screens use only this module.
 
 import { api, json } from "./http";
 import type {
-  DataType, FieldInfo, FieldValue, ListPage, NavItem, ObjectInfo, RecordData, RelatedList,
-  SearchGroup,
+  DataType, FieldInfo, FieldValue, HistoryEntry, LayoutSection, ListPage, NavItem, ObjectInfo,
+  RecordData, RecordPage, RelatedList, SearchGroup,
 } from "./types";
 
-export const VERSION = "v59.0";
+export const VERSION = "v62.0";
 const BASE = `/services/data/${VERSION}`;
-/** Fields every object has; shown in a record's system section, never edited. */
-export const SYSTEM_FIELDS = new Set([
-  "Id", "OwnerId", "CreatedDate", "CreatedById", "LastModifiedDate", "LastModifiedById",
-  "SystemModstamp", "IsDeleted",
-]);
-const HIDDEN_FIELDS = new Set(["Id", "IsDeleted", "SystemModstamp"]);
-
-const TYPES: Record<string, DataType> = {
-  string: "String", textarea: "TextArea", email: "Email", phone: "Phone", url: "Url",
-  double: "Double", int: "Int", currency: "Currency", percent: "Percent", boolean: "Boolean",
-  date: "Date", datetime: "DateTime", picklist: "Picklist", multipicklist: "MultiPicklist",
-  reference: "Reference", id: "Id",
-};
+const UI = `${BASE}/ui-api`;
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-export function soqlString(value: string): string {
-  return "'" + value.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'";
-}
-
 const ID = /^[a-zA-Z0-9]{15,18}$/;
 function checkId(id: string): string {
-  if (!ID.test(id)) throw new Error("not a record id");
+  if (!ID.test(id)) throw Object.assign(new Error("This record does not exist or you cannot see it."), { status: 404 });
   return id;
 }
-
-async function query(soql: string): Promise<Json[]> {
-  const body = await api<Json>(`${BASE}/query?q=${encodeURIComponent(soql)}`);
-  return (body.records as Json[]) ?? [];
-}
+const seg = encodeURIComponent;
 
 // ------------------------------------------------------------------ metadata
 
@@ -51,16 +32,16 @@ export function clearMetadataCache(): void {
 }
 
 export function navItems(): Promise<NavItem[]> {
-  navCache ??= api<Json>(`${BASE}/sobjects`)
+  navCache ??= api<Json>(`${UI}/nav-items`)
     .then((body) =>
-      (body.sobjects as Json[])
-        .filter((o) => o.queryable && o.layoutable)
-        .map((o) => ({
-          objectApiName: String(o.name),
-          label: String(o.label),
-          labelPlural: String(o.labelPlural || o.label),
-          createable: Boolean(o.createable),
-        })),
+      (body.navItems as Json[]).map((o) => ({
+        objectApiName: String(o.objectApiName),
+        label: String(o.label),
+        labelPlural: String(o.labelPlural || o.label),
+        createable: Boolean(o.createable),
+        defaultListViewApiName: o.defaultListViewApiName ?? null,
+        listViews: (o.listViews as Json[] | undefined ?? []).map((v) => ({ apiName: v.apiName, label: v.label })),
+      })),
     )
     .catch((error) => {
       navCache = null;
@@ -70,68 +51,62 @@ export function navItems(): Promise<NavItem[]> {
 }
 
 export function toFieldInfo(f: Json): FieldInfo {
-  const system = SYSTEM_FIELDS.has(f.name);
   return {
-    apiName: f.name,
+    apiName: f.apiName,
     label: f.label,
-    dataType: TYPES[f.type] ?? "String",
-    required:
-      !f.nillable && Boolean(f.createable) && !f.defaultedOnCreate && f.type !== "boolean",
-    createable: Boolean(f.createable) && !system,
-    updateable: Boolean(f.updateable) && !system,
+    dataType: (f.dataType ?? "String") as DataType,
+    required: Boolean(f.required),
+    createable: Boolean(f.createable),
+    updateable: Boolean(f.updateable),
     nameField: Boolean(f.nameField),
-    calculated: Boolean(f.calculated || f.autoNumber),
+    calculated: Boolean(f.calculated) || f.nexusType === "auto_number" || f.nexusType === "formula",
     length: Number(f.length || 0),
     scale: Number(f.scale || 0),
-    picklistValues: ((f.picklistValues as Json[]) ?? []).map((p) => ({
+    picklistValues: ((f.picklistValues as Json[] | null) ?? []).map((p) => ({
       value: String(p.value),
       label: String(p.label ?? p.value),
       active: p.active !== false,
     })),
-    referenceTo: (f.referenceTo as string[]) ?? [],
+    referenceTo: ((f.referenceToInfos as Json[] | null) ?? []).map((r) => String(r.apiName)),
     relationshipName: f.relationshipName ?? null,
-    system,
+    system: f.nexusType === "system",
   };
 }
 
-/** A layout from the field order until the UI API's layout metadata is available. */
-export function defaultLayout(info: Pick<ObjectInfo, "fields" | "fieldOrder">) {
-  const own = info.fieldOrder.filter((n) => !SYSTEM_FIELDS.has(n));
-  const long = own.filter((n) => info.fields[n].dataType === "TextArea");
-  const sections = [{ heading: "Details", columns: 2, fields: own.filter((n) => !long.includes(n)) }];
-  if (long.length) sections.push({ heading: "Description", columns: 1, fields: long });
-  const system = ["CreatedDate", "LastModifiedDate"].filter((n) => info.fields[n]);
-  if (system.length) sections.push({ heading: "System Information", columns: 2, fields: system });
-  return { sections };
-}
+const SYSTEM_SECTION = ["CreatedDate", "LastModifiedDate"];
 
 export function objectInfo(name: string): Promise<ObjectInfo> {
   let cached = infoCache.get(name);
   if (!cached) {
-    cached = api<Json>(`${BASE}/sobjects/${encodeURIComponent(name)}/describe`).then((d) => {
-      const list = (d.fields as Json[]).filter((f) => !HIDDEN_FIELDS.has(f.name));
-      const fields = Object.fromEntries(list.map((f) => [f.name, toFieldInfo(f)]));
-      const fieldOrder = list.map((f) => String(f.name));
-      const nameField = fieldOrder.find((n) => fields[n].nameField) ?? "Name";
-      const info: ObjectInfo = {
-        apiName: d.name,
+    cached = api<Json>(`${UI}/object-info/${seg(name)}`).then((d) => {
+      const fields = Object.fromEntries(
+        Object.values(d.fields as Record<string, Json>).map((f) => [f.apiName, toFieldInfo(f)]),
+      );
+      const sections: LayoutSection[] = ((d.layout?.sections as Json[]) ?? []).map((s) => ({
+        heading: String(s.heading ?? ""),
+        columns: Number(s.columns ?? 2),
+        fields: (s.fields as string[]) ?? [],
+      }));
+      if (!sections.length) {
+        sections.push({ heading: "Details", columns: 2, fields: Object.keys(fields).filter((n) => !fields[n].system) });
+      }
+      return {
+        apiName: d.apiName,
         label: d.label,
         labelPlural: d.labelPlural || d.label,
         createable: Boolean(d.createable),
         updateable: Boolean(d.updateable),
         deletable: Boolean(d.deletable),
-        nameField,
+        nameField: (d.nameFields as string[] | undefined)?.[0] ?? "Name",
         fields,
-        fieldOrder,
+        fieldOrder: Object.keys(fields),
         childRelationships: ((d.childRelationships as Json[]) ?? []).map((c) => ({
-          childObjectApiName: c.childSObject,
-          fieldName: c.field,
+          childObjectApiName: c.childObjectApiName,
+          fieldName: c.fieldName,
           relationshipName: c.relationshipName ?? null,
         })),
-        layout: { sections: [] },
+        layout: { sections },
       };
-      info.layout = defaultLayout(info);
-      return info;
     });
     cached.catch(() => infoCache.delete(name));
     infoCache.set(name, cached);
@@ -141,133 +116,126 @@ export function objectInfo(name: string): Promise<ObjectInfo> {
 
 // ------------------------------------------------------------------ records
 
-/** Reference fields whose target's name can be shown (not the system user references). */
-function lookupPaths(info: ObjectInfo, names: string[]): Array<[string, string]> {
-  return names
-    .map((n) => info.fields[n])
-    .filter((f) => f && f.dataType === "Reference" && !f.system && f.relationshipName)
-    .map((f) => [f.apiName, `${f.relationshipName}.Name`]);
-}
-
-function toRecord(apiName: string, raw: Json, lookups: Array<[string, string]>): RecordData {
+function toRecord(raw: Json, access?: Json): RecordData {
   const fields: Record<string, FieldValue> = {};
-  for (const [k, v] of Object.entries(raw)) {
-    if (k !== "attributes" && (v === null || typeof v !== "object")) fields[k] = v as FieldValue;
+  const lookups: Record<string, string> = {};
+  for (const [k, v] of Object.entries((raw.fields as Record<string, Json>) ?? {})) {
+    fields[k] = (v?.value ?? null) as FieldValue;
+    if (v?.displayValue != null) lookups[k] = String(v.displayValue);
   }
-  const names: Record<string, string> = {};
-  for (const [field, path] of lookups) {
-    const parent = raw[path.split(".")[0]];
-    if (parent && typeof parent === "object" && parent.Name != null) names[field] = String(parent.Name);
-  }
-  return { id: String(raw.Id), apiName, fields, lookups: names };
-}
-
-export function listColumns(info: ObjectInfo): string[] {
-  const candidates = info.fieldOrder.filter(
-    (n) => !SYSTEM_FIELDS.has(n) && info.fields[n].dataType !== "TextArea" && n !== info.nameField,
-  );
-  return [info.nameField, ...candidates.slice(0, 5)];
-}
-
-export interface Sort {
-  field: string;
-  descending: boolean;
-}
-
-export async function listRecords(
-  info: ObjectInfo, columns: string[], sort: Sort, offset: number, pageSize: number,
-): Promise<ListPage> {
-  const lookups = lookupPaths(info, columns);
-  const select = ["Id", ...columns, ...lookups.map(([, p]) => p)];
-  const order = `${sort.field} ${sort.descending ? "DESC" : "ASC"}`;
-  const soql =
-    `SELECT ${[...new Set(select)].join(", ")} FROM ${info.apiName} ORDER BY ${order}` +
-    ` LIMIT ${pageSize + 1} OFFSET ${offset}`;
-  const rows = await query(soql);
   return {
-    records: rows.slice(0, pageSize).map((r) => toRecord(info.apiName, r, lookups)),
-    hasMore: rows.length > pageSize,
-    offset,
+    id: String(raw.id),
+    apiName: String(raw.apiName),
+    fields,
+    lookups,
+    access: { editable: Boolean(access?.editable), deletable: Boolean(access?.deletable) },
   };
 }
 
-export async function getRecord(info: ObjectInfo, id: string): Promise<RecordData> {
-  const lookups = lookupPaths(info, info.fieldOrder);
-  const select = ["Id", ...info.fieldOrder, ...lookups.map(([, p]) => p)];
-  const rows = await query(
-    `SELECT ${[...new Set(select)].join(", ")} FROM ${info.apiName} WHERE Id = ${soqlString(checkId(id))}`,
-  );
-  if (!rows.length) {
-    throw Object.assign(new Error("This record does not exist or you cannot see it."), {
-      status: 404,
-    });
-  }
-  return toRecord(info.apiName, rows[0], lookups);
+export interface ListRequest {
+  listView: string;
+  sortBy?: { path: string; descending: boolean };
+  pageToken?: string | null;
+  pageSize: number;
 }
 
-export async function relatedLists(
-  info: ObjectInfo, id: string, visible: NavItem[],
-): Promise<RelatedList[]> {
-  const readable = new Map(visible.map((n) => [n.objectApiName, n]));
-  const children = info.childRelationships.filter((c) => readable.has(c.childObjectApiName));
-  return Promise.all(
-    children.map(async (c) => {
-      const rows = await query(
-        `SELECT Id, Name FROM ${c.childObjectApiName} WHERE ${c.fieldName} = ${soqlString(checkId(id))}` +
-          ` ORDER BY CreatedDate DESC LIMIT 6`,
-      ).catch(() => []);
-      return {
-        childObjectApiName: c.childObjectApiName,
-        fieldName: c.fieldName,
-        label: readable.get(c.childObjectApiName)!.labelPlural,
-        records: rows.slice(0, 5).map((r) => ({ id: String(r.Id), name: String(r.Name ?? r.Id) })),
-        hasMore: rows.length > 5,
-      };
-    }),
-  );
+export async function listRecords(object: string, request: ListRequest): Promise<ListPage> {
+  const params = new URLSearchParams({ pageSize: String(request.pageSize) });
+  if (request.pageToken) params.set("pageToken", request.pageToken);
+  if (request.sortBy) params.set("sortBy", (request.sortBy.descending ? "-" : "") + request.sortBy.path);
+  const body = await api<Json>(`${UI}/list-ui/${seg(object)}/${seg(request.listView)}?${params}`);
+  const info = body.info as Json;
+  const page = body.records as Json;
+  const ordered = (info.orderedByInfo as Json[] | undefined)?.[0];
+  return {
+    label: String(info.label ?? ""),
+    columns: ((info.displayColumns as Json[]) ?? []).map((c) => ({
+      path: String(c.fieldApiName),
+      label: String(c.label),
+      dataType: (c.dataType ?? "String") as DataType,
+      sortable: c.sortable !== false,
+    })),
+    records: ((page.records as Json[]) ?? []).map((r) => toRecord(r, r.access)),
+    count: Number(page.count ?? 0),
+    sortBy: ordered ? { path: String(ordered.fieldApiName), descending: ordered.isAscending === false } : null,
+    nextPageToken: page.nextPageToken ?? null,
+    previousPageToken: page.previousPageToken ?? null,
+    currentPageToken: page.currentPageToken ?? null,
+    createable: Boolean(info.createable),
+  };
+}
+
+/** The record, its layout, access decision, related lists and field history: one request. */
+export async function recordPage(id: string): Promise<RecordPage> {
+  const body = await api<Json>(`${UI}/record-ui/${checkId(id)}`);
+  const key = Object.keys(body.records ?? {})[0];
+  if (!key) throw Object.assign(new Error("This record does not exist or you cannot see it."), { status: 404 });
+  const layout = body.layouts?.[key] as Json | undefined;
+  const sections: LayoutSection[] = ((layout?.sections as Json[]) ?? []).map((s) => ({
+    heading: String(s.heading ?? ""),
+    columns: Number(s.columns ?? 2),
+    fields: ((s.layoutRows as Json[]) ?? []).flatMap((row) =>
+      ((row.layoutItems as Json[]) ?? []).map((item) => String(item.field)),
+    ),
+  }));
+  const record = toRecord(body.records[key], body.access?.[key]);
+  const system = SYSTEM_SECTION.filter((n) => n in record.fields);
+  if (system.length) sections.push({ heading: "System Information", columns: 2, fields: system });
+  const related: RelatedList[] = ((body.relatedLists?.[key] as Json[]) ?? []).map((r) => ({
+    childObjectApiName: String(r.childObjectApiName),
+    fieldName: String(r.fieldApiName),
+    label: String(r.label),
+    records: ((r.records as Json[]) ?? []).map((c) => ({ id: String(c.id), name: String(c.name ?? c.id) })),
+    hasMore: Boolean(r.hasMore),
+  }));
+  const history: HistoryEntry[] = ((body.history?.[key] as Json[]) ?? []).map((h) => ({
+    field: String(h.field),
+    oldValue: h.oldValue ?? null,
+    newValue: h.newValue ?? null,
+    changedDate: String(h.changedDate ?? ""),
+  }));
+  return { record, sections, relatedLists: related, history };
+}
+
+export async function getRecord(id: string): Promise<RecordData> {
+  return (await recordPage(id)).record;
 }
 
 export async function createRecord(object: string, values: Record<string, FieldValue>): Promise<string> {
-  const body = await api<Json>(`${BASE}/sobjects/${encodeURIComponent(object)}`, json("POST", values));
+  const body = await api<Json>(`${BASE}/sobjects/${seg(object)}`, json("POST", values));
   return String(body.id);
 }
 
 export async function updateRecord(object: string, id: string, values: Record<string, FieldValue>) {
-  await api<void>(`${BASE}/sobjects/${encodeURIComponent(object)}/${checkId(id)}`, json("PATCH", values));
+  await api<void>(`${BASE}/sobjects/${seg(object)}/${checkId(id)}`, json("PATCH", values));
 }
 
 export async function deleteRecord(object: string, id: string): Promise<void> {
-  await api<void>(`${BASE}/sobjects/${encodeURIComponent(object)}/${checkId(id)}`, { method: "DELETE" });
+  await api<void>(`${BASE}/sobjects/${seg(object)}/${checkId(id)}`, { method: "DELETE" });
 }
 
 // ------------------------------------------------------------------ search
 
-export async function search(term: string, objects: string[], limit = 20): Promise<SearchGroup[]> {
-  const params = new URLSearchParams({ q: term, overallLimit: String(limit) });
-  if (objects.length) params.set("sobject", objects.join(","));
-  const body = await api<Json>(`${BASE}/parameterizedSearch?${params}`);
-  const nav = await navItems();
+export async function search(term: string, object?: string, pageSize = 20): Promise<SearchGroup[]> {
+  const params = new URLSearchParams({ q: term, pageSize: String(pageSize) });
+  if (object) params.set("objectApiName", object);
+  const [body, nav] = await Promise.all([api<Json>(`${UI}/search?${params}`), navItems()]);
   const labels = new Map(nav.map((n) => [n.objectApiName, n.labelPlural]));
-  const groups = new Map<string, SearchGroup>();
-  for (const r of (body.searchRecords as Json[]) ?? []) {
-    const type = String(r.attributes?.type ?? "");
-    if (!labels.has(type)) continue;
-    const group = groups.get(type) ?? { objectApiName: type, label: labels.get(type)!, records: [] };
-    group.records.push({ id: String(r.Id), apiName: type, name: String(r.Name ?? r.Id) });
-    groups.set(type, group);
-  }
-  return [...groups.values()];
+  return ((body.results as Json[]) ?? []).map((g) => ({
+    objectApiName: String(g.objectApiName),
+    label: labels.get(String(g.objectApiName)) ?? String(g.objectApiName),
+    records: ((g.records as Json[]) ?? []).map((r) => ({
+      id: String(r.id),
+      apiName: String(r.apiName ?? g.objectApiName),
+      name: String(r.name ?? r.id),
+    })),
+  }));
 }
 
-/** Type-ahead for a lookup: records of `object` whose name starts with `term`. */
+/** Type-ahead for a lookup: records of `object` matching `term`. */
 export async function lookupSearch(object: string, term: string): Promise<Array<{ id: string; name: string }>> {
   const trimmed = term.trim();
   if (trimmed.length < 2) return [];
-  const groups = await search(trimmed, [object], 8);
+  const groups = await search(trimmed, object, 8);
   return groups.flatMap((g) => g.records.map((r) => ({ id: r.id, name: r.name })));
-}
-
-export async function recordName(object: string, id: string): Promise<string> {
-  const rows = await query(`SELECT Id, Name FROM ${object} WHERE Id = ${soqlString(checkId(id))}`);
-  return rows.length ? String(rows[0].Name ?? id) : id;
 }

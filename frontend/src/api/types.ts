@@ -60,6 +60,13 @@ export interface NavItem {
   label: string;
   labelPlural: string;
   createable: boolean;
+  defaultListViewApiName: string | null;
+  listViews: Array<{ apiName: string; label: string }>;
+}
+
+export interface Access {
+  editable: boolean;
+  deletable: boolean;
 }
 
 export type FieldValue = string | number | boolean | null;
@@ -70,6 +77,28 @@ export interface RecordData {
   fields: Record<string, FieldValue>;
   /** Display names of looked-up records, by reference field. */
   lookups: Record<string, string>;
+  access: Access;
+}
+
+export interface HistoryEntry {
+  field: string;
+  oldValue: FieldValue;
+  newValue: FieldValue;
+  changedDate: string;
+}
+
+export interface RecordPage {
+  record: RecordData;
+  sections: LayoutSection[];
+  relatedLists: RelatedList[];
+  history: HistoryEntry[];
+}
+
+export interface ListColumn {
+  path: string;
+  label: string;
+  dataType: DataType;
+  sortable: boolean;
 }
 
 export interface RelatedList {
@@ -81,9 +110,15 @@ export interface RelatedList {
 }
 
 export interface ListPage {
+  label: string;
+  columns: ListColumn[];
   records: RecordData[];
-  hasMore: boolean;
-  offset: number;
+  count: number;
+  sortBy: { path: string; descending: boolean } | null;
+  nextPageToken: string | null;
+  previousPageToken: string | null;
+  currentPageToken: string | null;
+  createable: boolean;
 }
 
 export interface SearchGroup {

@@ -132,7 +132,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
         </ul>
       </nav>
       <main id="main" className="content" tabIndex={-1}>
-        {route.name === "list" && <ListScreen key={route.object} object={route.object} />}
+        {route.name === "list" && <ListScreen key={route.object + route.view} object={route.object} view={route.view} />}
         {route.name === "record" && (
           <RecordScreen key={route.object + route.id} object={route.object} id={route.id} nav={nav.data ?? []} />
         )}

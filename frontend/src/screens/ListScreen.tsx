@@ -1,6 +1,6 @@
 import { useState } from "react";
-import { getRecord, listColumns, listRecords, objectInfo, type Sort } from "../api/crm";
-import type { ObjectInfo, RecordData } from "../api/types";
+import { getRecord, listRecords, navItems, objectInfo } from "../api/crm";
+import type { FieldInfo, NavItem, ObjectInfo, RecordData } from "../api/types";
 import { displayValue } from "../fields/format";
 import { navigate, paths } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, Table, useToast, type Column } from "../ui/components";
@@ -8,84 +8,112 @@ import { RecordForm } from "./RecordForm";
 import { errorText, useAsync } from "./useAsync";
 
 const PAGE_SIZE = 25;
+const RECENT = "__Recent";
 
-export function ListScreen({ object }: { object: string }) {
-  const info = useAsync(() => objectInfo(object), [object]);
-  if (info.error) return <ErrorState message={info.error} onRetry={info.reload} />;
-  if (!info.data) return <Spinner />;
-  return <ListView info={info.data} />;
+export function ListScreen({ object, view }: { object: string; view: string | null }) {
+  const meta = useAsync(() => Promise.all([objectInfo(object), navItems()]), [object]);
+  if (meta.error) return <ErrorState message={meta.error} onRetry={meta.reload} />;
+  if (!meta.data) return <Spinner />;
+  const [info, nav] = meta.data;
+  const item = nav.find((n) => n.objectApiName === object);
+  const listView = view ?? item?.defaultListViewApiName ?? RECENT;
+  return <ListView key={listView} info={info} item={item} listView={listView} />;
 }
 
-function ListView({ info }: { info: ObjectInfo }) {
-  const columns = listColumns(info);
-  const [sort, setSort] = useState<Sort>({ field: info.nameField, descending: false });
-  const [offset, setOffset] = useState(0);
+function columnField(info: ObjectInfo, path: string, dataType: FieldInfo["dataType"], label: string): FieldInfo {
+  return info.fields[path] ?? {
+    apiName: path, label, dataType, required: false, createable: false, updateable: false, nameField: false,
+    calculated: true, length: 0, scale: 0, picklistValues: [], referenceTo: [], relationshipName: null, system: false,
+  };
+}
+
+function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; listView: string }) {
+  const [sortBy, setSortBy] = useState<{ path: string; descending: boolean }>();
+  const [pageToken, setPageToken] = useState<string | null>(null);
   const [editing, setEditing] = useState<RecordData | null>(null);
   const [creating, setCreating] = useState(false);
   const toast = useToast();
   const page = useAsync(
-    () => listRecords(info, columns, sort, offset, PAGE_SIZE),
-    [info.apiName, sort.field, sort.descending, offset],
+    () => listRecords(info.apiName, { listView, sortBy, pageToken, pageSize: PAGE_SIZE }),
+    [info.apiName, listView, sortBy?.path, sortBy?.descending, pageToken],
   );
+  const views = item?.listViews ?? [];
+  const title = page.data?.label || (listView === RECENT ? `Recent ${info.labelPlural}` : info.labelPlural);
+  const sort = sortBy ?? page.data?.sortBy ?? undefined;
 
-  const tableColumns: Column<RecordData>[] = columns.map((name) => {
-    const field = info.fields[name];
+  const tableColumns: Column<RecordData>[] = (page.data?.columns ?? []).map((c) => {
+    const field = columnField(info, c.path, c.dataType, c.label);
     return {
-      key: name,
-      label: field.label,
-      sortable: !["TextArea", "MultiPicklist"].includes(field.dataType),
+      key: c.path,
+      label: c.label,
+      sortable: c.sortable,
       render: (row) =>
-        name === info.nameField ? (
-          <Link href={paths.record(info.apiName, row.id)}>{String(row.fields[name] ?? row.id)}</Link>
+        c.path === info.nameField ? (
+          <Link href={paths.record(info.apiName, row.id)}>{String(row.fields[c.path] ?? row.id)}</Link>
         ) : (
-          displayValue(field, row.fields[name] ?? null, row.lookups[name])
+          displayValue(field, row.fields[c.path] ?? null, row.lookups[c.path])
         ),
     };
   });
 
+  const start = page.data ? Number(page.data.currentPageToken ?? 0) : 0;
   return (
     <section aria-labelledby="list-title">
       <div className="page-header">
         <div>
           <p className="eyebrow">{info.labelPlural}</p>
-          <h1 id="list-title">All {info.labelPlural}</h1>
+          <h1 id="list-title">{title}</h1>
         </div>
-        {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New</Button>}
+        <div className="actions">
+          {views.length > 1 && (
+            <label className="inline-field">
+              <span>List view</span>
+              <select value={listView} onChange={(e) => navigate(`${paths.list(info.apiName)}?view=${encodeURIComponent(e.target.value)}`)}>
+                {views.map((v) => <option key={v.apiName} value={v.apiName}>{v.label}</option>)}
+              </select>
+            </label>
+          )}
+          {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New</Button>}
+        </div>
       </div>
       {page.error && <ErrorState message={page.error} onRetry={page.reload} />}
       {!page.error && !page.data && <Spinner />}
-      {page.data && page.data.records.length === 0 && offset === 0 && (
-        <EmptyState title={`No ${info.labelPlural.toLowerCase()} yet`}>
+      {page.data && page.data.records.length === 0 && !pageToken && (
+        <EmptyState title={`No ${info.labelPlural.toLowerCase()} to show`}>
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New {info.label}</Button>}
         </EmptyState>
       )}
       {page.data && page.data.records.length > 0 && (
         <div className={page.loading ? "is-loading" : undefined} aria-busy={page.loading}>
           <Table
-            caption={`${info.labelPlural}, sorted by ${info.fields[sort.field]?.label ?? sort.field}`}
+            caption={`${title}${sort ? `, sorted by ${page.data.columns.find((c) => c.path === sort.path)?.label ?? sort.path}` : ""}`}
             columns={tableColumns}
             rows={page.data.records}
-            sort={{ key: sort.field, descending: sort.descending }}
+            sort={sort ? { key: sort.path, descending: sort.descending } : undefined}
             onSort={(key) => {
-              setOffset(0);
-              setSort((s) => ({ field: key, descending: s.field === key ? !s.descending : false }));
+              setPageToken(null);
+              setSortBy({ path: key, descending: sort?.path === key ? !sort.descending : false });
             }}
-            actions={
-              info.updateable
-                ? (row) => (
-                    <Button variant="ghost" aria-label={`Edit ${String(row.fields[info.nameField] ?? row.id)}`} onClick={() => getRecord(info, row.id).then(setEditing, (e) => toast(errorText(e), "error"))}>
-                      Edit
-                    </Button>
-                  )
-                : undefined
+            actions={(row) =>
+              row.access.editable ? (
+                <Button
+                  variant="ghost"
+                  aria-label={`Edit ${String(row.fields[info.nameField] ?? row.id)}`}
+                  onClick={() => getRecord(row.id).then(setEditing, (e) => toast(errorText(e), "error"))}
+                >
+                  Edit
+                </Button>
+              ) : null
             }
           />
           <nav className="pager" aria-label="Pages">
-            <Button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE_SIZE))}>Previous</Button>
+            <Button disabled={!page.data.previousPageToken && !pageToken} onClick={() => setPageToken(page.data!.previousPageToken)}>
+              Previous
+            </Button>
             <span aria-live="polite">
-              {offset + 1}–{offset + page.data.records.length}
+              {Number.isFinite(start) ? `${start + 1}–${start + page.data.records.length} of ${page.data.count}` : `${page.data.count} records`}
             </span>
-            <Button disabled={!page.data.hasMore} onClick={() => setOffset(offset + PAGE_SIZE)}>Next</Button>
+            <Button disabled={!page.data.nextPageToken} onClick={() => setPageToken(page.data!.nextPageToken)}>Next</Button>
           </nav>
         </div>
       )}

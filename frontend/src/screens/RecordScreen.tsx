@@ -1,6 +1,7 @@
 import { useState } from "react";
-import { deleteRecord, getRecord, objectInfo, relatedLists } from "../api/crm";
+import { deleteRecord, objectInfo, recordPage } from "../api/crm";
 import type { NavItem, ObjectInfo } from "../api/types";
+import { displayValue } from "../fields/format";
 import { LayoutRenderer } from "../layout/LayoutRenderer";
 import { navigate, paths } from "../router";
 import { Button, ErrorState, Link, Modal, Spinner, useToast } from "../ui/components";
@@ -16,8 +17,7 @@ export function RecordScreen({ object, id, nav }: { object: string; id: string; 
 
 function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavItem[] }) {
   const toast = useToast();
-  const record = useAsync(() => getRecord(info, id), [info.apiName, id]);
-  const related = useAsync(() => relatedLists(info, id, nav), [info.apiName, id, nav.length]);
+  const record = useAsync(() => recordPage(id), [info.apiName, id]);
   const [editing, setEditing] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [adding, setAdding] = useState<{ object: ObjectInfo; field: string } | null>(null);
@@ -28,7 +28,7 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
     );
   }
   if (!record.data) return <Spinner />;
-  const data = record.data;
+  const { record: data, sections, relatedLists, history } = record.data;
   const name = String(data.fields[info.nameField] ?? data.id);
 
   const addRelated = async (childObject: string, field: string) => {
@@ -47,25 +47,24 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
           <h1 id="record-title">{name}</h1>
         </div>
         <div className="actions">
-          {info.updateable && <Button variant="primary" onClick={() => setEditing(true)}>Edit</Button>}
-          {info.deletable && <Button variant="danger" onClick={() => setConfirming(true)}>Delete</Button>}
+          {data.access.editable && <Button variant="primary" onClick={() => setEditing(true)}>Edit</Button>}
+          {data.access.deletable && <Button variant="danger" onClick={() => setConfirming(true)}>Delete</Button>}
         </div>
       </div>
       <div className="record-body">
         <div className="card">
-          <LayoutRenderer mode="view" info={info} sections={info.layout.sections} values={data.fields} lookups={data.lookups} />
+          <LayoutRenderer mode="view" info={info} sections={sections} values={data.fields} lookups={data.lookups} />
         </div>
         <aside className="related" aria-label="Related lists">
-          {related.loading && !related.data && <Spinner label="Loading related records…" />}
-          {related.error && <ErrorState message={related.error} onRetry={related.reload} />}
-          {related.data?.map((list) => {
+          {relatedLists.map((list) => {
             const child = nav.find((n) => n.objectApiName === list.childObjectApiName);
+            if (!child) return null;
             const headingId = `related-${list.childObjectApiName}-${list.fieldName}`;
             return (
               <section key={headingId} className="card related-list" aria-labelledby={headingId}>
                 <header>
-                  <h2 id={headingId}>{list.label} <span className="count">({list.records.length}{list.hasMore ? "+" : ""})</span></h2>
-                  {child?.createable && (
+                  <h2 id={headingId}>{child.labelPlural} <span className="count">({list.records.length}{list.hasMore ? "+" : ""})</span></h2>
+                  {child.createable && (
                     <Button aria-label={`New ${child.label}`} onClick={() => void addRelated(list.childObjectApiName, list.fieldName)}>New</Button>
                   )}
                 </header>
@@ -81,6 +80,22 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
               </section>
             );
           })}
+          {history.length > 0 && (
+            <section className="card related-list" aria-labelledby="history-title">
+              <header><h2 id="history-title">Field history</h2></header>
+              <ul className="history">
+                {history.map((h, i) => {
+                  const f = info.fields[h.field];
+                  const show = (v: typeof h.oldValue) => (f ? displayValue(f, v) : String(v ?? "")) || "—";
+                  return (
+                    <li key={i}>
+                      <strong>{f?.label ?? h.field}</strong>: {show(h.oldValue)} → {show(h.newValue)}
+                    </li>
+                  );
+                })}
+              </ul>
+            </section>
+          )}
         </aside>
       </div>
       {editing && (
@@ -104,7 +119,7 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
           onSaved={() => {
             toast(`${adding.object.label} created`);
             setAdding(null);
-            related.reload();
+            record.reload();
           }}
         />
       )}

@@ -24,7 +24,7 @@ export function SearchPalette({ onClose }: { onClose: () => void }) {
     }
     setStatus("Searching…");
     timer.current = setTimeout(() => {
-      search(term.trim(), []).then(
+      search(term.trim()).then(
         (found) => {
           setGroups(found);
           setActive(0);
