@@ -4,6 +4,7 @@ axe-core on the main screens. Screenshots land in tests/e2e/screenshots/ (not co
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import time
@@ -253,6 +254,15 @@ def _account(stack: Stack, name: str) -> str:
     )
     assert reply.status_code == 201, reply.text
     return str(reply.json()["id"])
+
+
+def test_the_crm_bundle_stays_under_300_kb_gzipped() -> None:
+    if not DIST.is_file():
+        pytest.fail("the browser CRM is not built: run `make frontend`")
+    scripts = list((DIST.parent / "assets").glob("*.js"))
+    assert scripts
+    size = sum(len(gzip.compress(p.read_bytes())) for p in scripts)
+    assert size < 300 * 1024, f"{size} bytes of gzipped JavaScript"
 
 
 def test_screenshots_were_saved() -> None:
