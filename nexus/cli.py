@@ -286,7 +286,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     for line in asyncio.run(_migrate(settings, services)):
         log.info("migrate.done", state=line)
     _announce_admin(asyncio.run(_bootstrap_admin(settings)))
-    asyncio.run(_register_web_client(settings))
 
     stop_signal: list[int] = []
     signal.signal(signal.SIGINT, lambda signum, _frame: stop_signal.append(signum))
@@ -380,8 +379,9 @@ async def _runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionma
 
 
 async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
-    """On an empty database: org, first admin, and the `integration` workload's run-as user."""
-    from nexus.identity.setup import bootstrap_first_admin
+    """On an empty database: org, first admin, and the `integration` workload's run-as user;
+    on every start: the browser CRM's public client, redirecting to this gateway."""
+    from nexus.identity.setup import bootstrap_first_admin, ensure_web_client
     from nexus.runtime.inbox.bindings import bootstrap_integration_binding
 
     configured = settings.identity.bootstrap_admin_password
@@ -391,20 +391,18 @@ async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
         )
         if created is not None:
             await bootstrap_integration_binding(sessions)
+        await ensure_web_client(sessions, origins=_web_origins(settings))
         return created
 
 
-async def _register_web_client(settings: Settings) -> None:
-    """The browser CRM's public OAuth client, redirecting to this gateway's origins."""
-    from nexus.identity.setup import ensure_web_client
-
+def _web_origins(settings: Settings) -> list[str]:
+    """The origins a browser reaches this gateway at (the browser CRM's redirect URIs)."""
     host, port = settings.core.host, settings.port_for(Role.GATEWAY)
     hosts = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
     origins = [settings.public_base_url]
     for name in sorted(hosts):
         origins += [f"http://{name}:{port}", f"https://{name}:{settings.gateway_tls_port}"]
-    async with _runtime_sessions(settings) as sessions:
-        await ensure_web_client(sessions, origins=origins)
+    return origins
 
 
 def _announce_admin(created: tuple[str, str | None] | None) -> None:
