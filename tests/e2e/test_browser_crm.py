@@ -36,7 +36,7 @@ CHROMIUM_ARGS = [
 ACCOUNT = f"Browser Test Works {int(time.time())}"
 WIDE: ViewportSize = {"width": 1280, "height": 800}
 NARROW: ViewportSize = {"width": 390, "height": 800}
-STALENESS_SECONDS = 5.5  # Identity's default max_security_staleness_seconds, and a little
+STALENESS = 1.0  # the stack's max_security_staleness_seconds (revocations seen within it)
 
 
 def _missing(what: str) -> None:
@@ -49,7 +49,11 @@ def _missing(what: str) -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if not DIST.is_file():
         pytest.fail("the browser CRM is not built: run `make frontend`")
-    with sfcrm_stack(tmp_path_factory.mktemp("browser"), Backend(name="sqlite")) as running:
+    with sfcrm_stack(
+        tmp_path_factory.mktemp("browser"),
+        Backend(name="sqlite"),
+        NEXUS_MAX_SECURITY_STALENESS_SECONDS=str(STALENESS),
+    ) as running:
         yield running
 
 
@@ -117,6 +121,7 @@ def test_sign_in_returns_to_the_page_asked_for(rep: Page, stack: Stack) -> None:
     )
     assert stored == "[[],[]]"
     check_accessibility(rep, "list")
+    shot(rep, "account-list")
 
 
 def test_create_an_account(rep: Page, stack: Stack) -> None:
@@ -186,6 +191,8 @@ def test_delete_the_account(rep: Page) -> None:
     expect(rep.get_by_role("heading", name="All Accounts")).to_be_visible()
     expect(rep.get_by_text(f'Account "{ACCOUNT}" deleted')).to_be_visible()
     expect(rep.get_by_role("link", name=ACCOUNT)).to_have_count(0)
+    rep.get_by_label("Filter").fill(ACCOUNT)
+    expect(rep.get_by_text("No accounts match")).to_be_visible()
 
 
 def test_sign_out_revokes_the_session(rep: Page, stack: Stack) -> None:
@@ -201,7 +208,7 @@ def test_an_ended_session_signs_in_again_and_returns(browser: Browser, stack: St
         sign_in(page, stack, "/o/Account", "rep2", PASSWORD)
         expect(page.get_by_role("heading", name="All Accounts")).to_be_visible()
         stack.nexus("admin", "revoke-user", "--username", "rep2")
-        time.sleep(STALENESS_SECONDS)
+        time.sleep(STALENESS + 0.5)
         page.get_by_role("navigation", name="Objects").get_by_role("link", name="Contacts").click()
         # the API says 401, the refresh token is revoked too: back to sign-in, then back here
         expect(page.get_by_role("heading", name="Sign in to Nexus")).to_be_visible()

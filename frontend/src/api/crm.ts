@@ -137,11 +137,14 @@ export interface ListRequest {
   sortBy?: { path: string; descending: boolean };
   pageToken?: string | null;
   pageSize: number;
+  /** "Name contains q" (at least 2 characters to apply). */
+  q?: string;
 }
 
 export async function listRecords(object: string, request: ListRequest): Promise<ListPage> {
   const params = new URLSearchParams({ pageSize: String(request.pageSize) });
   if (request.pageToken) params.set("pageToken", request.pageToken);
+  if (request.q && request.q.trim().length >= 2) params.set("q", request.q.trim());
   if (request.sortBy) params.set("sortBy", (request.sortBy.descending ? "-" : "") + request.sortBy.path);
   const body = await api<Json>(`${UI}/list-ui/${seg(object)}/${seg(request.listView)}?${params}`);
   const info = body.info as Json;

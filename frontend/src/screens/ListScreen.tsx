@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { getRecord, listRecords, navItems, objectInfo } from "../api/crm";
 import type { FieldInfo, NavItem, ObjectInfo, RecordData } from "../api/types";
 import { displayValue } from "../fields/format";
@@ -32,10 +32,19 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
   const [pageToken, setPageToken] = useState<string | null>(null);
   const [editing, setEditing] = useState<RecordData | null>(null);
   const [creating, setCreating] = useState(false);
+  const [filterText, setFilterText] = useState("");
+  const [q, setQ] = useState("");
   const toast = useToast();
+  useEffect(() => {
+    const timer = setTimeout(() => {
+      setQ(filterText.trim().length >= 2 ? filterText.trim() : "");
+      setPageToken(null);
+    }, 300);
+    return () => clearTimeout(timer);
+  }, [filterText]);
   const page = useAsync(
-    () => listRecords(info.apiName, { listView, sortBy, pageToken, pageSize: PAGE_SIZE }),
-    [info.apiName, listView, sortBy?.path, sortBy?.descending, pageToken],
+    () => listRecords(info.apiName, { listView, sortBy, pageToken, pageSize: PAGE_SIZE, q }),
+    [info.apiName, listView, sortBy?.path, sortBy?.descending, pageToken, q],
   );
   const views = item?.listViews ?? [];
   const title = page.data?.label || (listView === RECENT ? `Recent ${info.labelPlural}` : info.labelPlural);
@@ -65,6 +74,11 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
           <h1 id="list-title">{title}</h1>
         </div>
         <div className="actions">
+          <label className="inline-field">
+            <span>Filter</span>
+            <input type="search" placeholder="Name contains…" value={filterText}
+              onChange={(e) => setFilterText(e.target.value)} />
+          </label>
           {views.length > 1 && (
             <label className="inline-field">
               <span>List view</span>
@@ -79,7 +93,7 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
       {page.error && <ErrorState message={page.error} onRetry={page.reload} />}
       {!page.error && !page.data && <Spinner />}
       {page.data && page.data.records.length === 0 && !pageToken && (
-        <EmptyState title={`No ${info.labelPlural.toLowerCase()} to show`}>
+        <EmptyState title={q ? `No ${info.labelPlural.toLowerCase()} match “${q}”` : `No ${info.labelPlural.toLowerCase()} to show`}>
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New {info.label}</Button>}
         </EmptyState>
       )}
