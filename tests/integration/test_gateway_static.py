@@ -97,6 +97,13 @@ async def test_api_routes_still_proxy(gateway: httpx.AsyncClient) -> None:
     assert reply.json()["code"] != "NOT_FOUND"
 
 
+async def test_head_answers_headers_without_a_body(gateway: httpx.AsyncClient) -> None:
+    reply = await gateway.head("/assets/app-3f9a.js")
+    assert reply.status_code == 200
+    assert reply.headers["cache-control"] == IMMUTABLE
+    assert reply.content == b""
+
+
 async def test_the_bundle_is_only_read(gateway: httpx.AsyncClient) -> None:
     reply = await gateway.post("/", content=b"x")
     assert reply.status_code in (404, 405)
