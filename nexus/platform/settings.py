@@ -233,6 +233,11 @@ class InboxSettings(BaseSettings):
     #: How often an idle inbox looks for commands. runtime-api rings runtime-worker's
     #: doorbell after each accept (docs/adr/0032), so this only bounds a lost bell's delay.
     inbox_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
+    #: Finished inbox and outbox items, the inbox's message-key dedupe rows and records'
+    #: idempotency keys older than this are pruned by runtime-worker (dead items are kept);
+    #: a message redelivered after this long is no longer recognised as a duplicate.
+    runtime_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
+    runtime_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
 
 
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (

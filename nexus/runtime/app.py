@@ -29,6 +29,7 @@ from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.release_endpoints import router as release_router
+from nexus.runtime.retention import retention_loop
 from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage import router as usage_router
 
@@ -117,7 +118,12 @@ def _worker_lifespan(
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     """Every work loop of runtime-worker, started in order and stopped in reverse; with
     `doorbell_at` (the address it serves HTTP on), runtime-api's bell wakes the inbox loop."""
-    loops = (inbox_loop.lifespan, outbox_lifespan(settings), _queue_gauges(settings))
+    loops = (
+        inbox_loop.lifespan,
+        outbox_lifespan(settings),
+        _queue_gauges(settings),
+        _retention(settings),
+    )
 
     def inbox_rang() -> None:
         if inbox_loop.worker is not None:
@@ -158,6 +164,23 @@ def _queue_gauges(
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
         interval = settings.log.work_stats_interval_seconds
         async with watching_queues(state.engine, [inbox, outbox], interval_s=interval):
+            yield
+
+    return start
+
+
+def _retention(
+    settings: Settings,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    """Runtime's retention loop (`runtime/retention.py`)."""
+
+    @asynccontextmanager
+    async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        async with retention_loop(
+            state.engine,
+            retention_days=settings.inbox.runtime_retention_days,
+            interval_s=settings.inbox.runtime_retention_interval_seconds,
+        ):
             yield
 
     return start

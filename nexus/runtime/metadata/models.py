@@ -107,6 +107,7 @@ idempotency = Table(
     Column("request_digest", String(64), nullable=False),
     Column("result", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    Index("ix_runtime_idempotency_created", "created_at_ms"),  # retention
 )
 
 field_history = Table(
@@ -156,6 +157,7 @@ inbox_message = Table(
     Column("work_id", String(36), nullable=False),
     Column("command_sha256", String(64), nullable=False),  # same key, other command: refused
     Column("accepted_at_ms", BigInteger, nullable=False),
+    Index("ix_runtime_inbox_message_accepted", "accepted_at_ms"),  # retention
 )
 
 #: Which user a calling workload's commands run as, per org (set by an administrator).

@@ -1,5 +1,6 @@
 """runtime: lane, target, idempotency and inbox message keys compare byte for byte on
-MySQL/MariaDB (their default collation merged keys that differ only in case).
+MySQL/MariaDB (their default collation merged keys that differ only in case); indexes the
+retention loop reads (inbox message-key dedupe rows and idempotency keys by age).
 
 Revision ID: runtime_0008
 Revises: runtime_0007
@@ -7,6 +8,9 @@ Create Date: 2026-12-13
 """
 
 from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
 
 from nexus.platform.migrations import compare_keys_exactly
 
@@ -31,9 +35,22 @@ COLUMNS = [
 ]
 
 
+INDEXES = [
+    ("ix_runtime_idempotency_created", "runtime_idempotency", "created_at_ms"),
+    # runtime_0006 builds the inbox tables from the models: new databases have this one
+    ("ix_runtime_inbox_message_accepted", "runtime_inbox_message", "accepted_at_ms"),
+]
+
+
 def upgrade() -> None:
     compare_keys_exactly(COLUMNS)
+    inspector = sa.inspect(op.get_bind())
+    for name, table, column in INDEXES:
+        if name not in {ix["name"] for ix in inspector.get_indexes(table)}:
+            op.create_index(name, table, [column])
 
 
 def downgrade() -> None:
-    pass  # the binary collation is a strict refinement; nothing to undo
+    for name, table, _ in INDEXES:
+        op.drop_index(name, table_name=table)
+    # the binary collation is a strict refinement: left as it is

@@ -1,0 +1,141 @@
+"""Runtime's retention (run by runtime-worker): what is older than
+`NEXUS_RUNTIME_RETENTION_DAYS` by the database clock is deleted in bounded batches, each its
+own short transaction:
+
+    inbox, outbox    succeeded and cancelled items (`workqueue.retention.prune_finished`);
+                     dead and outcome-unknown ones stay until an operator replays or purges
+    message keys     the inbox's dedupe rows whose command is no longer in the inbox (pruned
+                     above, or purged): a message redelivered after the period is no longer
+                     recognised as a duplicate — the period must outlast every sender's
+                     retries (Integration's are minutes to hours)
+    idempotency      records' idempotency keys (a client retrying a mutation days later gets
+                     a new write, as with Salesforce's own idempotency window)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nexus.platform.db import db_now_ms, reading
+from nexus.platform.observability import get_logger
+from nexus.platform.periodic import every
+from nexus.platform.workqueue import retention as work_retention
+from nexus.runtime.metadata import models as m
+
+log = get_logger(__name__)
+
+DAY_MS = 86_400_000
+BATCH = 500
+
+
+@dataclass
+class Pruned:
+    inbox: int = 0
+    outbox: int = 0
+    message_keys: int = 0
+    idempotency_keys: int = 0
+
+
+async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BATCH) -> Pruned:
+    """One retention pass (see the module docstring)."""
+    async with reading(engine) as conn:
+        cutoff = int((await conn.execute(db_now_ms().select())).scalar_one()) - retention_ms
+    pruned = Pruned()
+    for tables, field in ((m.inbox, "inbox"), (m.outbox, "outbox")):
+        while True:
+            async with engine.begin() as conn:
+                ids = await work_retention.prune_finished(
+                    conn, tables, before_ms=cutoff, limit=batch
+                )
+            setattr(pruned, field, getattr(pruned, field) + len(ids))
+            if len(ids) < batch:
+                break
+    pruned.message_keys = await _prune_message_keys(engine, cutoff, batch)
+    idem = m.idempotency
+    while True:
+        async with engine.begin() as conn:
+            keys = [
+                tuple(r)
+                for r in await conn.execute(
+                    select(idem.c.org_id, idem.c.idem_key)
+                    .where(idem.c.created_at_ms < cutoff)
+                    .order_by(idem.c.created_at_ms)
+                    .limit(batch)
+                )
+            ]
+            for org_id, key in keys:
+                await conn.execute(
+                    delete(idem).where(idem.c.org_id == org_id, idem.c.idem_key == key)
+                )
+        pruned.idempotency_keys += len(keys)
+        if len(keys) < batch:
+            return pruned
+
+
+async def _prune_message_keys(engine: AsyncEngine, cutoff: int, batch: int) -> int:
+    """Dedupe rows accepted before `cutoff` whose inbox item is gone, in keyset order over
+    `(accepted_at_ms, org, key)` (its index leads); a row whose item is still there (dead,
+    waiting) is kept and passed over."""
+    msg, items = m.inbox_message, m.inbox.items
+    order = (msg.c.accepted_at_ms, msg.c.org_id, msg.c.message_key)
+    removed = 0
+    after: tuple[int, str, str] | None = None
+    while True:
+        query = select(*order, msg.c.work_id).where(msg.c.accepted_at_ms < cutoff)
+        if after is not None:
+            at, org_id, key = after
+            query = query.where(
+                or_(
+                    msg.c.accepted_at_ms > at,
+                    and_(
+                        msg.c.accepted_at_ms == at,
+                        or_(
+                            msg.c.org_id > org_id,
+                            and_(msg.c.org_id == org_id, msg.c.message_key > key),
+                        ),
+                    ),
+                )
+            )
+        async with engine.begin() as conn:
+            rows = list(await conn.execute(query.order_by(*order).limit(batch)))
+            live = {
+                r[0]
+                for r in await conn.execute(
+                    select(items.c.id).where(items.c.id.in_([r[3] for r in rows]))
+                )
+            }
+            for _, org_id, key, work_id in rows:
+                if work_id not in live:
+                    await conn.execute(
+                        delete(msg).where(msg.c.org_id == org_id, msg.c.message_key == key)
+                    )
+                    removed += 1
+        if len(rows) < batch:
+            return removed
+        after = (int(rows[-1][0]), str(rows[-1][1]), str(rows[-1][2]))
+
+
+@asynccontextmanager
+async def retention_loop(
+    engine: AsyncEngine, *, retention_days: float, interval_s: float
+) -> AsyncIterator[None]:
+    """Run `prune_once` every `interval_s` seconds while the block runs."""
+
+    async def step() -> None:
+        pruned = await prune_once(engine, retention_ms=int(retention_days * DAY_MS))
+        if pruned.inbox or pruned.outbox or pruned.message_keys or pruned.idempotency_keys:
+            log.info(
+                "runtime.retention_pruned",
+                inbox=pruned.inbox,
+                outbox=pruned.outbox,
+                message_keys=pruned.message_keys,
+                idempotency_keys=pruned.idempotency_keys,
+            )
+
+    async with every(interval_s, step, name="runtime-retention"):
+        yield
