@@ -1,6 +1,8 @@
 """runtime: lane, target, idempotency and inbox message keys compare byte for byte on
 MySQL/MariaDB (their default collation merged keys that differ only in case); indexes the
-retention loop reads (inbox message-key dedupe rows and idempotency keys by age).
+retention loop reads (inbox message-key dedupe rows and idempotency keys by age); record
+tables' datetime columns keep milliseconds on MySQL/MariaDB (DATETIME(3); a table rebuild per
+record table on upgrade).
 
 Revision ID: runtime_0008
 Revises: runtime_0007
@@ -42,8 +44,21 @@ INDEXES = [
 ]
 
 
+#: record tables' whole-second datetime columns (MySQL/MariaDB only)
+WHOLE_SECONDS = sa.text(
+    "SELECT table_name, column_name, is_nullable FROM information_schema.columns"
+    " WHERE table_schema = DATABASE() AND table_name LIKE 'rt\\_%'"
+    " AND data_type = 'datetime' AND datetime_precision = 0"
+)
+
+
 def upgrade() -> None:
     compare_keys_exactly(COLUMNS)
+    bind = op.get_bind()
+    if bind.dialect.name == "mysql":
+        for table, column, nullable in list(bind.execute(WHOLE_SECONDS)):
+            null = "NULL" if nullable == "YES" else "NOT NULL"
+            op.execute(f"ALTER TABLE `{table}` MODIFY `{column}` DATETIME(3) {null}")
     inspector = sa.inspect(op.get_bind())
     for name, table, column in INDEXES:
         if name not in {ix["name"] for ix in inspector.get_indexes(table)}:

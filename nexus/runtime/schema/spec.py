@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeEngine
 
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
@@ -164,7 +165,9 @@ def sa_type(spec_type: str) -> TypeEngine[Any]:
         "text": Text(),
         "bool": Boolean(),
         "date": Date(),
-        "datetime": DateTime(),
+        # milliseconds on MySQL/MariaDB too (plain DATETIME keeps whole seconds: two changes
+        # within a second looked simultaneous to clients syncing by SystemModstamp)
+        "datetime": DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql"),
         "int": Integer(),
         "bigint": BigInteger(),
     }
