@@ -21,6 +21,8 @@ from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.admin_endpoints import router as admin_router
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
+from nexus.runtime.imports.endpoints import router as imports_router
+from nexus.runtime.imports.runner import imports_lifespan
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
@@ -109,6 +111,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(ui_router)
     app.include_router(admin_router)
+    app.include_router(imports_router)
     return app
 
 
@@ -117,7 +120,12 @@ def _worker_lifespan(
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     """Every work loop of runtime-worker, started in order and stopped in reverse; with
     `doorbell_at` (the address it serves HTTP on), runtime-api's bell wakes the inbox loop."""
-    loops = (inbox_loop.lifespan, outbox_lifespan(settings), _queue_gauges(settings))
+    loops = (
+        inbox_loop.lifespan,
+        outbox_lifespan(settings),
+        _queue_gauges(settings),
+        imports_lifespan(),
+    )
 
     def inbox_rang() -> None:
         if inbox_loop.worker is not None:
