@@ -210,24 +210,32 @@ async def error_rows(
 # ---------------------------------------------------------------------------- the runner
 
 
-async def claim(session: AsyncSession, owner: str) -> tuple[str, str] | None:
-    """Take the lease of one job that is waiting or whose runner's lease ran out."""
+def _claimable() -> Any:
     j = m.import_job
-    claimable = and_(
+    return and_(
         j.c.state.in_(("queued", "running")),
         or_(j.c.lease_until.is_(None), j.c.lease_until < db_now_ms()),
     )
+
+
+async def waiting(session: AsyncSession) -> tuple[str, str] | None:
+    """A job a runner could take (a read: idle runners do not take SQLite's write lock)."""
+    j = m.import_job
     found = (
-        await session.execute(select(j.c.org_id, j.c.job_id).where(claimable).limit(1))
+        await session.execute(select(j.c.org_id, j.c.job_id).where(_claimable()).limit(1))
     ).first()
-    if found is None:
-        return None
+    return None if found is None else (str(found.org_id), str(found.job_id))
+
+
+async def claim(session: AsyncSession, owner: str, job: tuple[str, str]) -> bool:
+    """Take the lease of a waiting job, or of one whose runner's lease ran out (CAS)."""
+    j = m.import_job
     taken = await session.execute(
         update(j)
-        .where(j.c.org_id == found.org_id, j.c.job_id == found.job_id, claimable)
+        .where(j.c.org_id == job[0], j.c.job_id == job[1], _claimable())
         .values(state="running", lease_owner=owner, lease_until=db_now_ms() + LEASE_MS)
     )
-    return (found.org_id, found.job_id) if taken.rowcount == 1 else None  # type: ignore[attr-defined]
+    return bool(taken.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def _typed(obj_fields: dict[str, FieldDef], fields: dict[str, str]) -> dict[str, Any]:
@@ -383,3 +391,8 @@ async def _finish(
             state=state, error=error, lease_owner=None, lease_until=None, updated_at_ms=db_now_ms()
         )
     )
+
+
+async def give_up(session: AsyncSession, owner: str, job: tuple[str, str], error: str) -> None:
+    """Fail a job whose chunk keeps failing (the rows not processed stay unsaved)."""
+    await _finish(session, job[0], job[1], owner, state="failed", error=error[:300])

@@ -14,22 +14,35 @@ from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState
 from nexus.runtime.access import AccessCache
-from nexus.runtime.imports.jobs import claim, run_chunk
+from nexus.runtime.imports.jobs import claim, give_up, run_chunk, waiting
 from nexus.runtime.metadata.view import MetadataCache
 
 log = get_logger(__name__)
 IDLE_SECONDS = 0.5
+MAX_FAILURES = 3
+
+
+async def _take(state: ServiceState, owner: str) -> tuple[str, str] | None:
+    async with unit_of_work(state.sessions, readonly=True) as session:
+        job = await waiting(session)
+    if job is None:
+        return None
+    async with unit_of_work(state.sessions) as session:
+        return job if await claim(session, owner, job) else None  # or another was first
 
 
 async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> None:
-    """Until cancelled: run every waiting import to its end, then wait `idle_s` and look again."""
+    """Until cancelled: run every waiting import to its end, then wait `idle_s` and look again.
+    A chunk that fails `MAX_FAILURES` times in a row fails its job (with the error's class)."""
     owner = f"import-{uuid.uuid4().hex[:12]}"
     metadata, access = MetadataCache(), AccessCache()
+    job: tuple[str, str] | None = None
+    failures = 0
     while True:
         try:
-            async with unit_of_work(state.sessions) as session:
-                job = await claim(session, owner)
-            while job is not None:
+            if job is None:
+                job = await _take(state, owner)
+            if job is not None:
                 async with unit_of_work(state.sessions) as session:
                     more = await run_chunk(
                         session,
@@ -39,14 +52,20 @@ async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> N
                         org_id=job[0],
                         job_id=job[1],
                     )
+                failures = 0
                 if not more:
                     log.info("imports.finished", job=job[1])
-                    break
-            if job is not None:
-                continue  # another may be waiting
+                    job = None
+                continue
         except Exception as exc:  # noqa: BLE001 - keep running; the lease hands the job on
             unless_cancelled()
-            log.warning("imports.failed_chunk", error=type(exc).__name__)
+            log.warning("imports.chunk_failed", error=type(exc).__name__)
+            failures += 1
+            if job is not None and failures >= MAX_FAILURES:
+                with suppress(Exception):
+                    async with unit_of_work(state.sessions) as session:
+                        await give_up(session, owner, job, f"{type(exc).__name__}: chunk failed")
+                job, failures = None, 0
         await asyncio.sleep(idle_s)
 
 
