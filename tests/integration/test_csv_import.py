@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
+from sqlalchemy import insert
 
+from nexus.platform.db import db_now_ms
+from nexus.runtime.metadata import models as m
 from tests.conftest import Backend
 from tests.integration.ui_stack import UiStack, ui_stack
 
@@ -170,3 +175,47 @@ async def test_an_import_the_user_may_not_do_is_refused_up_front(stack: UiStack)
         },
     )
     assert no_ext.status_code == 400
+
+
+async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStack) -> None:
+    """A runner that crashed after its first chunk (rows 1-2 saved and deleted, progress 2)
+    leaves its lease to run out; the worker's runner takes the job and saves only the rest."""
+    job_id = uuid.uuid4().hex
+    rep1 = stack.user_ids["rep1"]
+    async with stack.engine.begin() as conn:
+        await conn.execute(
+            insert(m.import_job).values(
+                org_id=stack.org_id,
+                job_id=job_id,
+                user_id=rep1,
+                object_name="Account",
+                mode="insert",
+                mapping=json.dumps({"Name": "Name"}),
+                state="running",
+                total=5,
+                processed=2,
+                succeeded=2,
+                failed=0,
+                lease_owner="import-crashed",
+                lease_until=db_now_ms() - 1,
+                created_at_ms=db_now_ms(),
+                updated_at_ms=db_now_ms(),
+            )
+        )
+        await conn.execute(
+            insert(m.import_row),
+            [
+                {
+                    "org_id": stack.org_id,
+                    "job_id": job_id,
+                    "row_no": n,
+                    "fields": json.dumps({"Name": f"Resumed {n}"}),
+                }
+                for n in (3, 4, 5)
+            ],
+        )
+    done, _ = await wait_done(stack, "rep1", job_id)
+    assert (done["state"], done["processed"], done["succeeded"]) == ("done", 5, 5)
+    resumed = await request(stack, "rep1", "GET", "list-ui/Account/All_Accounts", q="Resumed")
+    names = [r["fields"]["Name"]["value"] for r in resumed.json()["records"]["records"]]
+    assert names == ["Resumed 3", "Resumed 4", "Resumed 5"]
