@@ -389,6 +389,48 @@ async def list_ui(request: Request, version: str, object_name: str, list_view: s
     return d.reply(request, body)
 
 
+@router.get("/list-ui/{object_name}/{list_view}/export")
+async def list_export(request: Request, version: str, object_name: str, list_view: str) -> Response:
+    """The list view (with `sortBy` and `q` as in list-ui) as a CSV download: a header of
+    column labels, then every record the caller may see (at most 10,000; the header
+    `X-Nexus-Truncated: true` says there were more)."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    asked: dict[str, Any] = {"object": object_name, "list_view": list_view}
+    for param, key in (("sortBy", "sort_by"), ("q", "q")):
+        if request.query_params.get(param):
+            asked[key] = request.query_params[param]
+    answer = await d.runtime.call(caller, "ui/export", asked)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([c["label"] for c in answer["columns"]])
+    for row in answer["rows"]:
+        writer.writerow(["" if v is None else _cell(v) for v in row])
+    name = "".join(ch for ch in str(answer["label"]) if ch.isalnum() or ch in " -_").strip()
+    headers = {
+        **d.limit_info(request),
+        "Content-Disposition": f'attachment; filename="{name or "export"}.csv"',
+        "X-Nexus-Truncated": "true" if answer["truncated"] else "false",
+    }
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell; a spreadsheet formula prefix is neutralised (CSV injection)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _number(text) else text
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @router.get("/search")
 async def search(request: Request, version: str) -> Response:
     d = dialect(request)
