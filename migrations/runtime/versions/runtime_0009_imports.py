@@ -1,10 +1,8 @@
 """runtime: CSV import jobs and their rows (ADR 0040).
 
 Revision ID: runtime_0009
-Revises: runtime_0007
+Revises: runtime_0008
 Create Date: 2026-12-13
-
-(Numbered 0009: another branch adds runtime_0008; when both are merged, this one revises it.)
 """
 
 from collections.abc import Sequence
@@ -13,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "runtime_0009"
-down_revision: str | None = "runtime_0007"
+down_revision: str | None = "runtime_0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
