@@ -21,6 +21,8 @@ from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.admin_endpoints import router as admin_router
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
+from nexus.runtime.imports.endpoints import router as imports_router
+from nexus.runtime.imports.runner import imports_lifespan
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
@@ -110,6 +112,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(ui_router)
     app.include_router(admin_router)
+    app.include_router(imports_router)
     return app
 
 
@@ -123,6 +126,7 @@ def _worker_lifespan(
         outbox_lifespan(settings),
         _queue_gauges(settings),
         _retention(settings),
+        imports_lifespan(),
     )
 
     def inbox_rang() -> None:

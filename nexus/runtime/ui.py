@@ -282,26 +282,38 @@ def _definition(
     return definition.model_copy(update=update) if update else definition
 
 
+async def _resolve(
+    session: AsyncSession, view: MetadataView, access: CallerAccess, body: ListRequest
+) -> tuple[ObjectDef, ListViewDef, ListViewDef]:
+    """The object, the list view as asked (sort, name filter) and the same with `Id` first
+    and an `Id` tie-breaker in its sort (stable pages)."""
+    obj = view.object(body.object)
+    if obj is None or not access.object(view, obj).read:
+        raise ObjectNotFound(f"no object named {body.object!r}")
+    definition = _definition(
+        view,
+        await _list_views(session, access.org_id),
+        obj,
+        body.list_view,
+        sort_by=body.sort_by,
+        q=body.q,
+    )
+    shown = definition
+    if not any(c.lower() == "id" for c in definition.columns):
+        shown = definition.model_copy(update={"columns": ("Id", *definition.columns)})
+    return (
+        obj,
+        definition,
+        shown.model_copy(update={"sort": (*shown.sort, ListViewSort(field="Id"))}),
+    )
+
+
 @router.post("/list", response_model=ListResult)
 async def list_page(request: Request, body: ListRequest, caller: RecordsCaller) -> ListResult:
     """One page of a list view (sorted as asked, optionally filtered by name) with its total,
     column labels and each row's Edit/Delete decision."""
     async with _use_case(request, caller, readonly=True) as (session, view, access):
-        obj = view.object(body.object)
-        if obj is None or not access.object(view, obj).read:
-            raise ObjectNotFound(f"no object named {body.object!r}")
-        definition = _definition(
-            view,
-            await _list_views(session, access.org_id),
-            obj,
-            body.list_view,
-            sort_by=body.sort_by,
-            q=body.q,
-        )
-        shown = definition
-        if not any(c.lower() == "id" for c in definition.columns):
-            shown = definition.model_copy(update={"columns": ("Id", *definition.columns)})
-        paged = shown.model_copy(update={"sort": (*shown.sort, ListViewSort(field="Id"))})
+        obj, definition, paged = await _resolve(session, view, access, body)
         unsorted = to_soql(definition.model_copy(update={"sort": ()}))
         # SOQL (parsed and authorized by the engine) from the validated list view
         count = "SELECT COUNT() " + unsorted[unsorted.index(" FROM ") + 1 :]  # noqa: S608
@@ -338,4 +350,42 @@ async def list_page(request: Request, body: ListRequest, caller: RecordsCaller) 
                 )
                 for record_id, r in zip(ids, page.records, strict=True)
             ],
+        )
+
+
+MAX_EXPORT = 10_000
+EXPORT_PAGE = 2_000
+
+
+class ListExport(BaseModel):
+    label: str
+    columns: list[ListColumn]
+    rows: list[list[Any]]  # one value per column
+    truncated: bool  # more than MAX_EXPORT records matched
+
+
+@router.post("/export", response_model=ListExport)
+async def export(request: Request, body: ListRequest, caller: RecordsCaller) -> ListExport:
+    """Every record of a list view the caller may see (at most `MAX_EXPORT`), for a CSV."""
+    async with _use_case(request, caller, readonly=True) as (session, view, access):
+        obj, definition, paged = await _resolve(session, view, access, body)
+        soql = to_soql(paged, limit=MAX_EXPORT + 1)
+        records: list[dict[str, Any]] = []
+        while True:
+            page = await run_query(
+                session,
+                view=view,
+                access=access,
+                soql=soql,
+                page_size=EXPORT_PAGE,
+                start=len(records),
+            )
+            records += page.records
+            if page.done or not page.records:
+                break
+        return ListExport(
+            label=definition.label,
+            columns=[_column(view, obj, c) for c in definition.columns],
+            rows=[[_value(r, c) for c in definition.columns] for r in records[:MAX_EXPORT]],
+            truncated=len(records) > MAX_EXPORT,
         )

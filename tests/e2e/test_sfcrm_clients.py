@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -423,3 +424,54 @@ def test_schemathesis_finds_no_server_errors_or_schema_violations(
         check=False,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+# ------------------------------------------------------------ the browser's server APIs
+# (docs/ui-api.md): the UI API, the Runtime admin API routed by the gateway, and a CSV import
+# run by the runtime-worker process, on this module's stack (no stack of their own).
+
+BROWSER_UI = "/services/data/v62.0/ui-api"
+
+
+def browser_call(
+    stack: Stack, user: str, method: str, path: str, body: Any = None
+) -> httpx.Response:
+    with httpx.Client(base_url=stack.https, verify=stack.tls(), timeout=30) as client:
+        headers = {"Authorization": f"Bearer {stack.tokens[user]}"}
+        return client.request(method, path, headers=headers, json=body)
+
+
+def test_ui_api_admin_api_and_an_import_through_the_gateway(stack: Stack) -> None:
+    info = browser_call(stack, "viewer", "GET", f"{BROWSER_UI}/object-info/Account")
+    assert info.status_code == 200, info.text
+    assert info.json()["createable"] is False
+    assert info.json()["fields"]["Name"]["dataType"] == "String"
+
+    refused = browser_call(stack, "rep1", "GET", "/admin/v1/runtime/users")
+    assert refused.status_code == 403
+    users = browser_call(stack, "admin", "GET", "/admin/v1/runtime/users")
+    assert users.status_code == 200, users.text
+    assert {"admin", "rep1", "viewer"} <= {u["username"] for u in users.json()["users"]}
+    dead = browser_call(stack, "admin", "GET", "/admin/v1/runtime/dead-letters?queue=outbox")
+    assert dead.status_code == 200
+
+    rows = "Name,AnnualRevenue\n" + "".join(f"Gateway {n},{n}\n" for n in range(50)) + "Bad,-1\n"
+    created = browser_call(
+        stack, "rep1", "POST", f"{BROWSER_UI}/imports", {"objectApiName": "Account", "csv": rows}
+    )
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    deadline = time.monotonic() + 60
+    while True:
+        job = browser_call(stack, "rep1", "GET", f"{BROWSER_UI}/imports/{job_id}").json()
+        if job["state"] == "done" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert (job["state"], job["succeeded"], job["failed"]) == ("done", 50, 1)
+    report = browser_call(stack, "rep1", "GET", f"{BROWSER_UI}/imports/{job_id}/errors")
+    assert report.text.splitlines() == ["Row,Error", "51,revenue cannot be negative"]
+    found = browser_call(
+        stack, "rep1", "GET", f"{BROWSER_UI}/search?q=Gateway&objectApiName=Account"
+    )
+    assert found.status_code == 200
+    assert found.json()["results"][0]["records"]

@@ -4,6 +4,8 @@ object-info, record-ui, list-ui and search, with every access decision made by R
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -239,3 +241,33 @@ async def test_search_groups_by_object_and_respects_sharing(
     other = await ok(stack, "rep2", "search", q="Acme")
     assert "Opportunity" not in {g["objectApiName"] for g in other["results"]}
     assert (await get(stack, "rep1", "search", q="A")).status_code == 400
+
+
+async def test_a_list_view_exports_as_csv_with_what_the_caller_may_see(
+    stack: UiStack, records: dict[str, str]
+) -> None:
+    await write(stack, "rep1", "POST", "Account", {"Name": "=HYPERLINK(1)", "Rating": "Cold"})
+    reply = await get(stack, "viewer", "list-ui/Account/All_Accounts/export", q="Bulk")
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["content-type"].startswith("text/csv")
+    assert 'filename="All Accounts.csv"' in reply.headers["content-disposition"]
+    assert reply.headers["x-nexus-truncated"] == "false"
+    rows = list(csv.reader(io.StringIO(reply.text)))
+    assert rows[0] == [  # the field labels of the sfcrm package
+        "Account Name",
+        "Type",
+        "Industry",
+        "Account Rating",
+        "Billing City",
+        "Account Phone",
+    ]
+    assert [r[0] for r in rows[1:]] == [f"Bulk {i:02d}" for i in range(BULK)]
+    assert {r[3] for r in rows[1:]} == {"Hot"}
+
+    injected = await get(stack, "rep1", "list-ui/Account/All_Accounts/export", q="HYPERLINK")
+    assert list(csv.reader(io.StringIO(injected.text)))[1][0] == "'=HYPERLINK(1)"
+    contacts = await get(stack, "rep1", "list-ui/Contact/All_Contacts/export")
+    assert list(csv.reader(io.StringIO(contacts.text)))[1][:2] == ["Ada Lovelace", "Acme"]
+    hidden = await get(stack, "rep2", "list-ui/Opportunity/__Recent/export")
+    assert hidden.text.splitlines() == ["Opportunity Name"]
+    assert records["deal"]

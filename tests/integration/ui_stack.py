@@ -24,7 +24,7 @@ from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets
 from nexus.platform.settings import load_settings
-from nexus.runtime.app import create_api_app
+from nexus.runtime.app import create_api_app, create_worker_app
 from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from tests.conftest import Backend
@@ -83,7 +83,19 @@ def sales_metadata() -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def ui_stack(backend: Backend, var_dir: Path) -> AsyncIterator[UiStack]:
+async def _maybe(wanted: bool, app: Any) -> AsyncIterator[None]:
+    if not wanted:
+        yield
+        return
+    async with serving(app):
+        yield
+
+
+@asynccontextmanager
+async def ui_stack(
+    backend: Backend, var_dir: Path, *, worker: bool = False
+) -> AsyncIterator[UiStack]:
+    """With `worker`, a runtime-worker too (CSV imports run there)."""
     engine = create_engine(backend.url(LogicalService.RUNTIME), application_name="nexus-test")
     await upgrade_to_head(engine, LogicalService.RUNTIME)
     sessions = session_factory(engine)
@@ -116,7 +128,10 @@ async def ui_stack(backend: Backend, var_dir: Path) -> AsyncIterator[UiStack]:
         max_security_staleness_seconds=STALENESS,
     )
     try:
-        async with serving(create_api_app(runtime_settings)) as runtime_url:
+        async with (
+            serving(create_api_app(runtime_settings)) as runtime_url,
+            _maybe(worker, create_worker_app(runtime_settings)),
+        ):
             sfcrm_settings = load_settings(var_dir=var_dir, runtime_api_url=runtime_url)
             async with serving(create_app(sfcrm_settings)) as sfcrm_url:
                 stack = UiStack(

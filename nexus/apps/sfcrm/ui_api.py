@@ -7,13 +7,15 @@ only projects the neutral answer (ADR 0039).
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from nexus.apps.sfcrm.context import dialect
+from nexus.apps.sfcrm.context import dialect, json_object
 from nexus.apps.sfcrm.errors import bad_request, not_found
 from nexus.contracts.describe import FieldDescribe, ObjectDescribe
 from nexus.contracts.ui import ListResult, NavItem, ObjectInfo
@@ -387,6 +389,48 @@ async def list_ui(request: Request, version: str, object_name: str, list_view: s
     return d.reply(request, body)
 
 
+@router.get("/list-ui/{object_name}/{list_view}/export")
+async def list_export(request: Request, version: str, object_name: str, list_view: str) -> Response:
+    """The list view (with `sortBy` and `q` as in list-ui) as a CSV download: a header of
+    column labels, then every record the caller may see (at most 10,000; the header
+    `X-Nexus-Truncated: true` says there were more)."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    asked: dict[str, Any] = {"object": object_name, "list_view": list_view}
+    for param, key in (("sortBy", "sort_by"), ("q", "q")):
+        if request.query_params.get(param):
+            asked[key] = request.query_params[param]
+    answer = await d.runtime.call(caller, "ui/export", asked)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([c["label"] for c in answer["columns"]])
+    for row in answer["rows"]:
+        writer.writerow(["" if v is None else _cell(v) for v in row])
+    name = "".join(ch for ch in str(answer["label"]) if ch.isalnum() or ch in " -_").strip()
+    headers = {
+        **d.limit_info(request),
+        "Content-Disposition": f'attachment; filename="{name or "export"}.csv"',
+        "X-Nexus-Truncated": "true" if answer["truncated"] else "false",
+    }
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell; a spreadsheet formula prefix is neutralised (CSV injection)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _number(text) else text
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @router.get("/search")
 async def search(request: Request, version: str) -> Response:
     d = dialect(request)
@@ -414,3 +458,72 @@ async def search(request: Request, version: str) -> Response:
         ],
     }
     return d.reply(request, body)
+
+
+# ---------------------------------------------------------------------------- CSV import
+
+
+def _import_status(job: dict[str, Any]) -> dict[str, Any]:
+    body = {
+        "id": job["id"],
+        "objectApiName": job["object"],
+        "operation": job["mode"],
+        "state": job["state"],
+        "total": job["total"],
+        "processed": job["processed"],
+        "succeeded": job["succeeded"],
+        "failed": job["failed"],
+        "error": job["error"],
+    }
+    if "mapping" in job:
+        body["mapping"] = job["mapping"]
+    return body
+
+
+@router.post("/imports")
+async def create_import(request: Request, version: str) -> Response:
+    """Upload a CSV (`csv` text) for `objectApiName`: insert, or upsert by
+    `externalIdFieldName`; `mapping` (CSV column -> field) or columns matched by name/label."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    body = await json_object(request)
+    asked: dict[str, Any] = {
+        "object": body.get("objectApiName"),
+        "mode": body.get("operation", "insert"),
+        "csv": body.get("csv"),
+    }
+    if body.get("externalIdFieldName"):
+        asked["external_id_field"] = body["externalIdFieldName"]
+    if body.get("mapping") is not None:
+        asked["mapping"] = body["mapping"]
+    if not isinstance(asked["object"], str) or not isinstance(asked["csv"], str):
+        raise bad_request("INVALID_INPUT", "give objectApiName and csv")
+    job = await d.runtime.call(caller, "imports/create", asked)
+    return d.reply(request, _import_status(job), 201)
+
+
+@router.get("/imports/{job_id}")
+async def import_status(request: Request, version: str, job_id: str) -> Response:
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    job = await d.runtime.call(caller, "imports/status", {"id": job_id})
+    return d.reply(request, _import_status(job))
+
+
+@router.get("/imports/{job_id}/errors")
+async def import_errors(request: Request, version: str, job_id: str) -> Response:
+    """The rows that were not saved, as CSV (`Row` is the data row's number, 1 = the first
+    row under the header)."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    answer = await d.runtime.call(caller, "imports/errors", {"id": job_id})
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["Row", "Error"])
+    for row in answer["errors"]:
+        writer.writerow([row["row"], row["error"]])
+    headers = {
+        **d.limit_info(request),
+        "Content-Disposition": f'attachment; filename="import-{job_id[:32]}-errors.csv"',
+    }
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)

@@ -1,0 +1,83 @@
+"""The import runner in runtime-worker: claim a job, run its chunks, look again (ADR 0040)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+
+from fastapi import FastAPI
+
+from nexus.platform.db import unit_of_work
+from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
+from nexus.platform.service_app import ServiceState
+from nexus.runtime.access import AccessCache
+from nexus.runtime.imports.jobs import claim, give_up, run_chunk, waiting
+from nexus.runtime.metadata.view import MetadataCache
+
+log = get_logger(__name__)
+IDLE_SECONDS = 0.5
+MAX_FAILURES = 3
+
+
+async def _take(state: ServiceState, owner: str) -> tuple[str, str] | None:
+    async with unit_of_work(state.sessions, readonly=True) as session:
+        job = await waiting(session)
+    if job is None:
+        return None
+    async with unit_of_work(state.sessions) as session:
+        return job if await claim(session, owner, job) else None  # or another was first
+
+
+async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> None:
+    """Until cancelled: run every waiting import to its end, then wait `idle_s` and look again.
+    A chunk that fails `MAX_FAILURES` times in a row fails its job (with the error's class)."""
+    owner = f"import-{uuid.uuid4().hex[:12]}"
+    metadata, access = MetadataCache(), AccessCache()
+    job: tuple[str, str] | None = None
+    failures = 0
+    while True:
+        try:
+            if job is None:
+                job = await _take(state, owner)
+            if job is not None:
+                async with unit_of_work(state.sessions) as session:
+                    more = await run_chunk(
+                        session,
+                        metadata=metadata,
+                        access_cache=access,
+                        owner=owner,
+                        org_id=job[0],
+                        job_id=job[1],
+                    )
+                failures = 0
+                if not more:
+                    log.info("imports.finished", job=job[1])
+                    job = None
+                continue
+        except Exception as exc:  # noqa: BLE001 - keep running; the lease hands the job on
+            unless_cancelled()
+            log.warning("imports.chunk_failed", error=type(exc).__name__)
+            failures += 1
+            if job is not None and failures >= MAX_FAILURES:
+                with suppress(Exception):
+                    async with unit_of_work(state.sessions) as session:
+                        await give_up(session, owner, job, f"{type(exc).__name__}: chunk failed")
+                job, failures = None, 0
+        await asyncio.sleep(idle_s)
+
+
+def imports_lifespan() -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def run(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
+        task = asyncio.create_task(run_imports(state), name="imports")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    return run
