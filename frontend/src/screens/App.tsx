@@ -6,6 +6,8 @@ import { completeSignIn, isSignedIn, onSessionChange, signOut, startSignIn } fro
 import { currentPath, navigate, parseRoute, paths, usePath } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, ToastProvider } from "../ui/components";
 import { ListScreen } from "./ListScreen";
+import { forgetViewed } from "./recent";
+import { RecentlyViewed } from "./RecentlyViewed";
 import { RecordScreen } from "./RecordScreen";
 import { SearchPalette } from "./SearchPalette";
 import { errorText, useAsync } from "./useAsync";
@@ -66,6 +68,7 @@ export function App() {
         onSignOut={async () => {
           signingOut = true;
           await signOut();
+          forgetViewed();
           setSignedOut(true);
           signingOut = false;
         }}
@@ -131,6 +134,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           ))}
         </ul>
       </nav>
+      <RecentlyViewed current={route.name === "record" ? route.id : undefined} />
       <main id="main" className="content" tabIndex={-1}>
         {route.name === "list" && <ListScreen key={route.object + route.view} object={route.object} view={route.view} />}
         {route.name === "record" && (

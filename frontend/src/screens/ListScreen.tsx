@@ -6,6 +6,7 @@ import { navigate, paths } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, Table, useToast, type Column } from "../ui/components";
 import { exportListView, saveFile } from "../api/imports";
 import { ImportDialog } from "./ImportDialog";
+import { RecycleBin } from "./RecycleBin";
 import { RecordForm } from "./RecordForm";
 import { errorText, useAsync } from "./useAsync";
 
@@ -38,6 +39,7 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
   const [q, setQ] = useState("");
   const [importing, setImporting] = useState(false);
   const [exporting, setExporting] = useState(false);
+  const [binOpen, setBinOpen] = useState(false);
   const toast = useToast();
   useEffect(() => {
     const timer = setTimeout(() => {
@@ -103,6 +105,7 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
             {exporting ? "Exporting…" : "Export"}
           </Button>
           {info.createable && <Button onClick={() => setImporting(true)}>Import</Button>}
+          {info.deletable && <Button onClick={() => setBinOpen(true)}>Recycle bin</Button>}
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New</Button>}
         </div>
       </div>
@@ -158,6 +161,7 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
           }}
         />
       )}
+      {binOpen && <RecycleBin info={info} onClose={() => setBinOpen(false)} onRestored={page.reload} />}
       {importing && <ImportDialog info={info} onClose={() => setImporting(false)} onDone={page.reload} />}
       {editing && (
         <RecordForm
