@@ -34,6 +34,11 @@ PREFIX = f"Imported {int(time.time())}"
 IMPORT_TIMEOUT_MS = 120_000
 
 
+def first_page(count: int) -> str:
+    """The list pager's text on the first page of `count` records."""
+    return f"1\N{EN DASH}25 of {count}"
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if not DIST.is_file():
@@ -102,7 +107,7 @@ def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
         seen.append(int(bar.get_attribute("aria-valuenow") or 0))
         if seen[-1] == 100:
             break
-        if 0 < seen[-1] < 100 and not (SHOTS / "import-progress.png").exists():
+        if 0 < seen[-1] < 100 and not any(0 < v < 100 for v in seen[:-1]):
             _shot(rep, "import-progress")
         time.sleep(0.1)
     assert seen[-1] == 100, seen
@@ -123,7 +128,7 @@ def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
     expect(dialog).to_be_hidden()
 
     rep.get_by_label("Filter").fill(PREFIX)
-    expect(rep.get_by_text("1–25 of 990")).to_be_visible()
+    expect(rep.get_by_text(first_page(990))).to_be_visible()
     rep.get_by_role("link", name=f"{PREFIX} 0001").click()
     expect(rep.get_by_role("heading", name=f"{PREFIX} 0001")).to_be_visible()
     expect(rep.locator('[data-field="Description"] dd')).to_have_text("note, 1")
@@ -134,7 +139,7 @@ def test_export_the_list_view(rep: Page) -> None:
     rep.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
     expect(rep.get_by_role("heading", name="All Accounts")).to_be_visible()
     rep.get_by_label("Filter").fill(PREFIX)
-    expect(rep.get_by_text("1–25 of 990")).to_be_visible()
+    expect(rep.get_by_text(first_page(990))).to_be_visible()
     with rep.expect_download() as download:
         rep.get_by_role("button", name="Export").click()
     assert download.value.suggested_filename == "All Accounts.csv"
@@ -149,6 +154,8 @@ def test_export_the_list_view(rep: Page) -> None:
 def test_recently_viewed_lists_the_records_opened(rep: Page) -> None:
     recent = rep.get_by_role("navigation", name="Recently viewed")
     for row in (2, 3):
+        rep.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
+        rep.get_by_label("Filter").fill(f"{PREFIX} {row:04d}")
         rep.get_by_role("link", name=f"{PREFIX} {row:04d}").click()
         expect(rep.get_by_role("heading", name=f"{PREFIX} {row:04d}")).to_be_visible()
     links = recent.get_by_role("link")
@@ -171,7 +178,7 @@ def test_delete_then_restore_from_the_recycle_bin(rep: Page) -> None:
     expect(rep.get_by_text(f'Account "{name}" deleted')).to_be_visible()
     expect(rep.get_by_role("navigation", name="Recently viewed")).not_to_contain_text(name)
     rep.get_by_label("Filter").fill(PREFIX)
-    expect(rep.get_by_text("1–25 of 989")).to_be_visible()
+    expect(rep.get_by_text(first_page(989))).to_be_visible()
     rep.get_by_role("button", name="Recycle bin").click()
     bin_dialog = rep.get_by_role("dialog", name="Deleted Accounts")
     expect(bin_dialog.get_by_text(name)).to_be_visible()
@@ -180,4 +187,4 @@ def test_delete_then_restore_from_the_recycle_bin(rep: Page) -> None:
     expect(rep.get_by_text(f'Account "{name}" restored')).to_be_visible()
     expect(bin_dialog.get_by_text(name)).to_have_count(0)
     bin_dialog.locator("footer").get_by_role("button", name="Close").click()
-    expect(rep.get_by_text("1–25 of 990")).to_be_visible()
+    expect(rep.get_by_text(first_page(990))).to_be_visible()

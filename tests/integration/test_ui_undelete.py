@@ -27,9 +27,7 @@ async def stack(
         yield running
 
 
-async def call(
-    stack: UiStack, user: str, method: str, path: str, **kwargs: Any
-) -> httpx.Response:
+async def call(stack: UiStack, user: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.sfcrm_url, timeout=30) as client:
         return await client.request(method, f"{V}/{path}", headers=stack.headers(user), **kwargs)
 
