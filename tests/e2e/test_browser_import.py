@@ -32,11 +32,12 @@ ROWS = 1_000
 BAD = {50 + 100 * i for i in range(10)}  # 1-based data rows with a negative revenue
 PREFIX = f"Imported {int(time.time())}"
 IMPORT_TIMEOUT_MS = 120_000
+FILTER_DEBOUNCE_MS = 300  # ListScreen waits this long after typing before it asks
 
 
-def first_page(count: int) -> str:
+def first_page(count: int, shown: int = 25) -> str:
     """The list pager's text on the first page of `count` records."""
-    return f"1\N{EN DASH}25 of {count}"
+    return f"1\N{EN DASH}{shown} of {count}"
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,13 @@ def rep(browser: Browser, stack: Stack) -> Iterator[Page]:
     page.context.close()
 
 
+def filter_list(page: Page, text: str) -> None:
+    """Type into the list's filter and wait until the filtered page is shown."""
+    page.get_by_label("Filter").fill(text)
+    page.wait_for_timeout(FILTER_DEBOUNCE_MS + 100)
+    expect(page.locator('[aria-busy="true"]')).to_have_count(0)
+
+
 def accounts_csv() -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
@@ -82,7 +90,7 @@ def _shot(page: Page, name: str) -> None:
 
 
 def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
-    rep.get_by_role("button", name="Import").click()
+    rep.get_by_role("button", name="Import", exact=True).click()
     dialog = rep.get_by_role("dialog", name="Import Accounts")
     expect(dialog.get_by_role("button", name="Start import")).to_be_disabled()
     dialog.get_by_label("CSV file").set_input_files(
@@ -127,7 +135,7 @@ def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
     dialog.locator("footer").get_by_role("button", name="Close").click()
     expect(dialog).to_be_hidden()
 
-    rep.get_by_label("Filter").fill(PREFIX)
+    filter_list(rep, PREFIX)
     expect(rep.get_by_text(first_page(990))).to_be_visible()
     rep.get_by_role("link", name=f"{PREFIX} 0001").click()
     expect(rep.get_by_role("heading", name=f"{PREFIX} 0001")).to_be_visible()
@@ -138,7 +146,7 @@ def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
 def test_export_the_list_view(rep: Page) -> None:
     rep.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
     expect(rep.get_by_role("heading", name="All Accounts")).to_be_visible()
-    rep.get_by_label("Filter").fill(PREFIX)
+    filter_list(rep, PREFIX)
     expect(rep.get_by_text(first_page(990))).to_be_visible()
     with rep.expect_download() as download:
         rep.get_by_role("button", name="Export").click()
@@ -148,21 +156,21 @@ def test_export_the_list_view(rep: Page) -> None:
     assert header[0] == "Account Name"
     names = {row[0] for row in data}
     assert names == {f"{PREFIX} {r:04d}" for r in range(1, ROWS + 1) if r not in BAD}
-    _shot(rep, "account-list")
+    _shot(rep, "import-list-export")
 
 
 def test_recently_viewed_lists_the_records_opened(rep: Page) -> None:
     recent = rep.get_by_role("navigation", name="Recently viewed")
     for row in (2, 3):
         rep.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
-        rep.get_by_label("Filter").fill(f"{PREFIX} {row:04d}")
+        filter_list(rep, f"{PREFIX} {row:04d}")
         rep.get_by_role("link", name=f"{PREFIX} {row:04d}").click()
         expect(rep.get_by_role("heading", name=f"{PREFIX} {row:04d}")).to_be_visible()
     links = recent.get_by_role("link")
     expect(links.nth(0)).to_contain_text(f"{PREFIX} 0003")
     expect(links.nth(1)).to_contain_text(f"{PREFIX} 0002")
     expect(links.nth(2)).to_contain_text(f"{PREFIX} 0001")  # opened by the import test
-    _shot(rep, "account-record")
+    _shot(rep, "import-recently-viewed")
     links.nth(1).click()
     expect(rep.get_by_role("heading", name=f"{PREFIX} 0002")).to_be_visible()
     expect(links.nth(0)).to_contain_text(f"{PREFIX} 0002")
@@ -177,7 +185,7 @@ def test_delete_then_restore_from_the_recycle_bin(rep: Page) -> None:
     rep.get_by_role("dialog", name="Delete Account?").get_by_role("button", name="Delete").click()
     expect(rep.get_by_text(f'Account "{name}" deleted')).to_be_visible()
     expect(rep.get_by_role("navigation", name="Recently viewed")).not_to_contain_text(name)
-    rep.get_by_label("Filter").fill(PREFIX)
+    filter_list(rep, PREFIX)
     expect(rep.get_by_text(first_page(989))).to_be_visible()
     rep.get_by_role("button", name="Recycle bin").click()
     bin_dialog = rep.get_by_role("dialog", name="Deleted Accounts")
@@ -188,3 +196,30 @@ def test_delete_then_restore_from_the_recycle_bin(rep: Page) -> None:
     expect(bin_dialog.get_by_text(name)).to_have_count(0)
     bin_dialog.locator("footer").get_by_role("button", name="Close").click()
     expect(rep.get_by_text(first_page(990))).to_be_visible()
+
+
+def test_upsert_by_external_id_updates_and_inserts(rep: Page) -> None:
+    def run(rows: list[tuple[str, str, str]]) -> None:
+        body = "Customer Id,Account Name,Billing City\n" + "".join(
+            f"{r},{n},{c}\n" for r, n, c in rows
+        )
+        rep.get_by_role("button", name="Import", exact=True).click()
+        dialog = rep.get_by_role("dialog", name="Import Accounts")
+        dialog.get_by_label("Update or insert, matched by an external id").check()
+        expect(dialog.get_by_label("External id field")).to_have_value("External_Customer_Id__c")
+        dialog.get_by_label("CSV file").set_input_files(
+            {"name": "customers.csv", "mimeType": "text/csv", "buffer": body.encode()}
+        )
+        dialog.get_by_label("Field for column Customer Id").select_option("External_Customer_Id__c")
+        dialog.get_by_role("button", name="Start import").click()
+        done = f"Import finished: {len(rows)} imported, 0 failed"
+        expect(dialog.get_by_text(done)).to_be_visible(timeout=IMPORT_TIMEOUT_MS)
+        dialog.locator("footer").get_by_role("button", name="Close").click()
+
+    name = f"{PREFIX} upsert"
+    run([(f"{PREFIX}-c1", name, "Leeds")])
+    run([(f"{PREFIX}-c1", name, "York"), (f"{PREFIX}-c2", f"{name} two", "Bath")])
+    filter_list(rep, name)
+    expect(rep.get_by_text(first_page(2, shown=2))).to_be_visible()
+    rep.get_by_role("link", name=name, exact=True).click()
+    expect(rep.locator('[data-field="BillingCity"] dd')).to_have_text("York")
