@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,9 @@ from tests.e2e.test_browser_crm import (
     CHROMIUM,
     CHROMIUM_ARGS,
     DIST,
+    NARROW,
     SHOTS,
+    WIDE,
     _missing,
     _page,
     check_accessibility,
@@ -118,6 +121,7 @@ def test_import_1000_rows_with_10_bad_ones(rep: Page) -> None:
         if 0 < seen[-1] < 100 and not any(0 < v < 100 for v in seen[:-1]):
             _shot(rep, "import-progress")
         time.sleep(0.1)
+    (SHOTS / "import-progress.json").write_text(json.dumps({"rows": ROWS, "steps": seen}))
     assert seen[-1] == 100, seen
     assert seen == sorted(seen), f"the bar went backwards: {seen}"
     assert any(0 < v < 100 for v in seen), f"no step between 0 and 100: {sorted(set(seen))}"
@@ -223,3 +227,47 @@ def test_upsert_by_external_id_updates_and_inserts(rep: Page) -> None:
     expect(rep.get_by_text(first_page(2, shown=2))).to_be_visible()
     rep.get_by_role("link", name=name, exact=True).click()
     expect(rep.locator('[data-field="BillingCity"] dd')).to_have_text("York")
+
+
+def fits(page: Page, screen: str) -> None:
+    """Nothing sticks out to the right of a narrow window (named when something does)."""
+    wider = page.evaluate(
+        """(limit) => {
+             const clipped = (e) => {
+               for (let p = e.parentElement; p; p = p.parentElement) {
+                 const s = getComputedStyle(p);
+                 if (s.overflowX !== 'visible' || s.position === 'fixed') return true;
+               }
+               return false;
+             };
+             return [...document.querySelectorAll('body *')]
+               .filter(e => e.getBoundingClientRect().right > limit + 1 && !clipped(e))
+               .slice(0, 5).map(e => e.tagName + '.' + e.className);
+           }""",
+        NARROW["width"],
+    )
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    if width > NARROW["width"]:
+        (SHOTS / f"narrow-{screen}.html").write_text(page.content())
+    assert width <= NARROW["width"], f"{screen} scrolls sideways at {NARROW['width']}px: {wider}"
+
+
+def test_list_and_import_dialog_fit_a_narrow_window(rep: Page) -> None:
+    rep.set_viewport_size(NARROW)
+    try:
+        rep.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
+        expect(rep.get_by_role("button", name="Recycle bin")).to_be_visible()
+        expect(rep.locator("table.table tbody tr").first).to_be_visible()
+        fits(rep, "list")
+        rep.get_by_role("button", name="Import", exact=True).click()
+        dialog = rep.get_by_role("dialog", name="Import Accounts")
+        dialog.get_by_label("CSV file").set_input_files(
+            {"name": "a.csv", "mimeType": "text/csv", "buffer": accounts_csv()[:2000]}
+        )
+        expect(dialog.get_by_label("Field for column account name")).to_have_value("Name")
+        fits(rep, "import dialog")
+        check_accessibility(rep, "import dialog (narrow)")
+        dialog.get_by_role("button", name="Cancel").click()
+        expect(dialog).to_be_hidden()
+    finally:
+        rep.set_viewport_size(WIDE)
