@@ -89,4 +89,15 @@ describe("ColumnMapping", () => {
     expect(screen.getAllByText("Mapped from more than one column")).toHaveLength(2);
     expect(screen.getByLabelText("Field for column A").getAttribute("aria-invalid")).toBe("true");
   });
+
+  it("shows the server's refusal on the column it names", () => {
+    render(
+      <ColumnMapping headers={["Account Name", "Score"]} samples={[]} fields={fields}
+        mapping={{ "Account Name": "Name", Score: "" }} onChange={() => undefined}
+        errors={{ Score: "Score cannot be set" }} />,
+    );
+    expect(screen.getByRole("alert").textContent).toBe("Score cannot be set");
+    expect(screen.getByLabelText("Field for column Score").getAttribute("aria-invalid")).toBe("true");
+    expect(screen.getByLabelText("Field for column Account Name").getAttribute("aria-invalid")).toBeNull();
+  });
 });

@@ -3,13 +3,15 @@ import type { FieldInfo } from "../api/types";
 
 /** CSV columns -> fields: one labelled select per column, "Skip" leaves the column out. */
 export function ColumnMapping({
-  headers, samples, fields, mapping, onChange,
+  headers, samples, fields, mapping, onChange, errors = {},
 }: {
   headers: string[];
   samples: string[];
   fields: FieldInfo[];
   mapping: Mapping;
   onChange: (mapping: Mapping) => void;
+  /** The server's refusal per CSV column (400 INVALID_IMPORT names the column). */
+  errors?: Record<string, string>;
 }) {
   const counts = new Map<string, number>();
   Object.values(mapping).forEach((f) => f && counts.set(f, (counts.get(f) ?? 0) + 1));
@@ -28,6 +30,7 @@ export function ColumnMapping({
           {headers.map((header, i) => {
             const target = mapping[header] ?? "";
             const twice = Boolean(target) && (counts.get(target) ?? 0) > 1;
+            const refused = errors[header];
             return (
               <tr key={`${i}-${header}`}>
                 <th scope="row">{header || <span className="muted">(no name)</span>}</th>
@@ -35,7 +38,7 @@ export function ColumnMapping({
                 <td>
                   <select
                     aria-label={`Field for column ${header}`}
-                    aria-invalid={twice || undefined}
+                    aria-invalid={twice || Boolean(refused) || undefined}
                     value={target}
                     onChange={(e) => onChange({ ...mapping, [header]: e.target.value })}
                   >
@@ -47,6 +50,7 @@ export function ColumnMapping({
                     ))}
                   </select>
                   {twice && <p className="field-error">Mapped from more than one column</p>}
+                  {refused && !twice && <p className="field-error" role="alert">{refused}</p>}
                 </td>
               </tr>
             );

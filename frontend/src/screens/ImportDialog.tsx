@@ -3,6 +3,7 @@ import {
   autoMatch, finished, importableFields, importErrors, importStatus, mappingProblem, parseCsv,
   saveFile, startImport, type ImportJob, type ImportOperation, type Mapping,
 } from "../api/imports";
+import { ApiError } from "../api/http";
 import type { ObjectInfo } from "../api/types";
 import { Button, ErrorState, Modal, useToast } from "../ui/components";
 import { ColumnMapping } from "./ColumnMapping";
@@ -22,6 +23,7 @@ export function ImportDialog({ info, onClose, onDone }: { info: ObjectInfo; onCl
   const [mapping, setMapping] = useState<Mapping>({});
   const [job, setJob] = useState<ImportJob | null>(null);
   const [error, setError] = useState<string>();
+  const [columnErrors, setColumnErrors] = useState<Record<string, string>>({});
   const [busy, setBusy] = useState(false);
 
   const all = useMemo(() => info.fieldOrder.map((n) => info.fields[n]), [info]);
@@ -57,6 +59,7 @@ export function ImportDialog({ info, onClose, onDone }: { info: ObjectInfo; onCl
     if (!upload || problem) return;
     setBusy(true);
     setError(undefined);
+    setColumnErrors({});
     try {
       setJob(
         await startImport({
@@ -69,6 +72,7 @@ export function ImportDialog({ info, onClose, onDone }: { info: ObjectInfo; onCl
       );
     } catch (e) {
       setError(errorText(e));
+      if (e instanceof ApiError) setColumnErrors(e.fieldErrors);
     } finally {
       setBusy(false);
     }
@@ -122,7 +126,8 @@ export function ImportDialog({ info, onClose, onDone }: { info: ObjectInfo; onCl
           {upload && (
             <>
               <h3 className="import-heading">Columns of {upload.name}</h3>
-              <ColumnMapping headers={upload.headers} samples={upload.samples} fields={fields} mapping={mapping} onChange={setMapping} />
+              <ColumnMapping headers={upload.headers} samples={upload.samples} fields={fields} mapping={mapping}
+                onChange={setMapping} errors={columnErrors} />
             </>
           )}
           {upload && problem && <p className="field-hint import-problem">{problem}</p>}
