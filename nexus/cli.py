@@ -205,6 +205,7 @@ async def _service_engine(
         application_name=application_name,
         sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+        idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
     )
     try:
         yield engine

@@ -48,6 +48,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             application_name=f"nexus-integration-{purpose}",
             pool_size=pool_size,
             connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+            idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         )
 

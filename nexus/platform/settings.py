@@ -58,6 +58,11 @@ class DatabaseSettings(BaseSettings):
     sqlite_busy_timeout_ms: Annotated[int, Field(ge=0, le=600_000)] = 5000
     db_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
     db_connect_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 5.0
+    #: MariaDB: a connection that holds a write transaction and sends nothing for this long
+    #: is closed by the server and its transaction rolled back, so a frozen process (a
+    #: paused VM, a stopped container) cannot keep row locks that no lease can take back.
+    #: 0 disables. (MySQL and TiDB: not applied.)
+    db_idle_write_transaction_timeout_seconds: Annotated[int, Field(ge=0, le=86_400)] = 60
 
     @field_validator("runtime_database_url", "catalog_database_url", "integration_database_url")
     @classmethod
