@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -26,6 +26,14 @@ LIMIT_HEADER = "Sforce-Limit-Info"
 #: counted once, as the composite request.
 SUBREQUEST_HEADER = "x-nexus-sfcrm-subrequest"
 JSON_BODY_LIMIT = 8 * 1024 * 1024
+
+
+class FastJSONResponse(JSONResponse):
+    """JSON encoded with orjson: a 200-record query page is several times cheaper than with
+    the standard library (ADR 0035)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 class ApiUsage:
@@ -114,7 +122,7 @@ class Dialect:
     def reply(self, request: Request, body: Any, status: int = 200) -> Response:
         if body is None and status == 204:
             return Response(status_code=204, headers=self.limit_info(request))
-        return JSONResponse(body, status_code=status, headers=self.limit_info(request))
+        return FastJSONResponse(body, status_code=status, headers=self.limit_info(request))
 
 
 def dialect(request: Request) -> Dialect:
@@ -141,8 +149,8 @@ async def json_body(request: Request) -> Any:
         if len(raw) > JSON_BODY_LIMIT:
             raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "the request body is too large")
     try:
-        return json.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError):
+        return orjson.loads(raw) if raw.strip() else None
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
         raise bad_request("JSON_PARSER_ERROR", "The request body is not valid JSON") from None
 
 
