@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.contracts.composite import CompositeRequest, CompositeResponse
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.errors import BadRequest, Forbidden
 from nexus.contracts.identity import TrustedCall
@@ -37,6 +38,7 @@ from nexus.runtime.query.engine import (
     read_locator,
 )
 from nexus.runtime.query.list_views import run_list_view, to_soql
+from nexus.runtime.records.composite import CompositeRolledBack, run_composite
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_by_external_id, read_selected, record_access
@@ -176,6 +178,21 @@ async def records_mutate(
         async with _use_case(request, caller, readonly=False) as (session, view, access):
             return await mutate(session, view=view, access=access, caller=caller, request=body)
     except AllOrNoneRolledBack as rolled_back:
+        return rolled_back.response
+
+
+@router.post("/records/composite", response_model=CompositeResponse)
+async def records_composite(
+    request: Request, body: CompositeRequest, caller: RecordsCaller
+) -> CompositeResponse:
+    """Ordered record operations with `@{ref.path}` references in one transaction; with
+    `all_or_none` a failure rolls back every earlier item too."""
+    try:
+        async with _use_case(request, caller, readonly=False) as (session, view, access):
+            return await run_composite(
+                session, view=view, access=access, caller=caller, request=body
+            )
+    except CompositeRolledBack as rolled_back:
         return rolled_back.response
 
 
