@@ -85,6 +85,15 @@ def test_record_crud_and_external_ids(stack: Stack) -> None:
         sf.Account.get(beta["Id"])
     assert error_code(gone.value) == "NOT_FOUND"
 
+    assert sf.Account.upsert("External_Customer_Id__c/A-3", {"Name": "Gamma"}) == 201
+    gamma = sf.Account.get_by_custom_id("External_Customer_Id__c", "A-3")["Id"]
+    assert sf.Account.delete("External_Customer_Id__c/A-3") == 204  # by external id
+    with pytest.raises(SalesforceResourceNotFound):
+        sf.Account.get(gamma)
+    with pytest.raises(SalesforceResourceNotFound) as again:
+        sf.Account.delete("External_Customer_Id__c/A-3")
+    assert error_code(again.value) == "NOT_FOUND"
+
 
 def test_describe_global_and_object(stack: Stack) -> None:
     sf = client(stack)
