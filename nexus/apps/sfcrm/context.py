@@ -50,10 +50,11 @@ class ApiUsage:
         self.day = ""
         self._known: dict[tuple[str, str], int] = {}  # Runtime's totals for `day`
         self._pending: dict[tuple[str, str], int] = {}  # counted here, not reported yet
+        self._reporting: dict[tuple[str, str], int] = {}  # in a report Runtime has not answered
 
     def used(self, caller: Caller) -> int:
         key = (caller.org_id, caller.user_id)
-        return self._known.get(key, 0) + self._pending.get(key, 0)
+        return self._known.get(key, 0) + self._reporting.get(key, 0) + self._pending.get(key, 0)
 
     def count(self, caller: Caller) -> int:
         used = self.used(caller) + 1
@@ -64,8 +65,10 @@ class ApiUsage:
         return used
 
     def take(self) -> dict[tuple[str, str], int]:
-        """The counts to report; they are no longer pending."""
+        """The counts to report; they are no longer pending, but still count as used until
+        Runtime's answer includes them (else a user's usage would dip during a report)."""
         taken, self._pending = self._pending, {}
+        self._reporting = taken
         return taken
 
     def settle(self, day: str, totals: dict[tuple[str, str], int]) -> None:
@@ -73,9 +76,11 @@ class ApiUsage:
         if day != self.day:
             self.day, self._known = day, {}
         self._known.update(totals)
+        self._reporting = {}
 
     def restore(self, taken: dict[tuple[str, str], int]) -> None:
         """A report that failed: its counts are pending again."""
+        self._reporting = {}
         for key, n in taken.items():
             self._pending[key] = self._pending.get(key, 0) + n
 
