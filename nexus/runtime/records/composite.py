@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.composite import (
@@ -63,6 +64,11 @@ async def run_composite(
                 fields={"reference": str(missing)},
             )
             outcome = CompositeOutcome(ref=item.ref, state="unresolved", error=error)
+        except ValidationError:
+            error = CompositeError(
+                status=400, code="BAD_REQUEST", message="a reference gave a value of the wrong type"
+            )
+            outcome = CompositeOutcome(ref=item.ref, state="failed", error=error)
         else:
             outcome = await _run(session, view, access, caller, resolved)
         outcomes.append(outcome)
