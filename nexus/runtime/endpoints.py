@@ -41,7 +41,7 @@ from nexus.runtime.query.list_views import run_list_view, to_soql
 from nexus.runtime.records.composite import CompositeRolledBack, run_composite
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
-from nexus.runtime.records.read import read_by_external_id, read_selected, record_access
+from nexus.runtime.records.read import read_record, record_access
 from nexus.runtime.search.engine import search_current
 
 router = APIRouter(prefix="/internal/v1/runtime")
@@ -199,26 +199,14 @@ async def records_composite(
 @router.post("/records/read", response_model=RecordData)
 async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
     async with _use_case(request, caller, readonly=True) as (session, view, access):
-        if body.external_id_field is not None:
-            if body.object is None or body.external_id is None or body.id is not None:
-                raise BadRequest("an external id read names object, field and value, no id")
-            return await read_by_external_id(
-                session,
-                view=view,
-                access=access,
-                object_name=body.object,
-                field_name=body.external_id_field,
-                value=body.external_id,
-                fields=body.fields,
-            )
-        if body.id is None:
-            raise BadRequest("give id, or external_id_field and external_id")
-        return await read_selected(
+        return await read_record(
             session,
             view=view,
             access=access,
             object_name=body.object,
             record_id=body.id,
+            external_id_field=body.external_id_field,
+            external_id=body.external_id,
             fields=body.fields,
         )
 

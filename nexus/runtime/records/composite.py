@@ -22,13 +22,13 @@ from nexus.contracts.composite import (
     UnresolvedReference,
     resolve_references,
 )
-from nexus.contracts.errors import BadRequest, NexusError
+from nexus.contracts.errors import NexusError
 from nexus.contracts.identity import TrustedCall
-from nexus.contracts.records import MutateItem, MutateRequest
+from nexus.contracts.records import MutateItem, MutateRequest, RecordData
 from nexus.runtime.access import CallerAccess
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.records.mutate import mutate
-from nexus.runtime.records.read import read_by_external_id, read_selected
+from nexus.runtime.records.read import read_record
 
 
 class CompositeRolledBack(Exception):
@@ -135,27 +135,15 @@ async def _run(
 
 async def _read(
     session: AsyncSession, view: MetadataView, access: CallerAccess, item: CompositeItem
-) -> Any:
-    if item.external_id_field is not None:
-        if item.object is None or item.external_id is None:
-            raise BadRequest("an external id read names object, field and value")
-        return await read_by_external_id(
-            session,
-            view=view,
-            access=access,
-            object_name=item.object,
-            field_name=item.external_id_field,
-            value=str(item.external_id),
-            fields=item.select,
-        )
-    if item.id is None:
-        raise BadRequest("a read names an id, or an external id field and value")
-    return await read_selected(
+) -> RecordData:
+    return await read_record(
         session,
         view=view,
         access=access,
         object_name=item.object,
         record_id=item.id,
+        external_id_field=item.external_id_field,
+        external_id=None if item.external_id is None else str(item.external_id),
         fields=item.select,
     )
 
