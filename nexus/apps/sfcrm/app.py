@@ -22,11 +22,10 @@ from nexus.apps.sfcrm import composite, query, resources, sobjects, ui_api
 from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
-from nexus.apps.sfcrm.runtime_client import RuntimeClient
+from nexus.apps.sfcrm.runtime_client import RuntimeClient, runtime_session
 from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.roles import Role
 from nexus.platform.http import OpsInfo, create_role_app, error_response
-from nexus.platform.http_client import internal_client
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
 
@@ -117,13 +116,15 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = internal_client(
+        client = runtime_session(connections=RUNTIME_CONNECTIONS)
+        runtime = RuntimeClient(
+            signer=signer,
+            session=client,
             base_url=runtime_url,
-            timeout_seconds=settings.gateway.gateway_upstream_timeout_seconds,
-            connections=RUNTIME_CONNECTIONS,
+            timeout_s=settings.gateway.gateway_upstream_timeout_seconds,
         )
         dialect = Dialect(
-            runtime=RuntimeClient(signer=signer, client=client),
+            runtime=runtime,
             usage=ApiUsage(settings.api.api_daily_request_limit),
         )
         app.state.dialect = dialect
@@ -135,7 +136,7 @@ def create_app(settings: Settings) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
             await dialect.usage.report(dialect.runtime)  # what this process counted last
-            await client.aclose()
+            await client.close()
 
     app = create_role_app(
         OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
