@@ -828,36 +828,6 @@ def _catalog_run(settings: Settings, job: Callable[[Any], Awaitable[T]]) -> T:
         raise CliError(f"{exc.code}: {exc.message}{hint}", EXIT_FAILURE) from None
 
 
-async def _sync_routes(settings: Settings, catalog_engine: AsyncEngine) -> str | None:
-    """Integration's consumer of the catalog: the active `integration` snapshot, verified,
-    applied as route declarations (until Integration fetches its snapshot itself)."""
-    from nexus.catalog.service import read_snapshot
-    from nexus.contracts.catalog import SnapshotKeeper
-    from nexus.integration.route_service import apply_routes
-    from nexus.integration.routes import RouteFileError, parse_route_file
-
-    snapshot = await read_snapshot(catalog_engine, consumer="integration")
-    if snapshot is None:
-        return None
-    verified = SnapshotKeeper("integration").offer(snapshot.model_dump())
-    routes = [
-        {k: v for k, v in route.items() if k != "owner"} for route in verified.content["routes"]
-    ]
-    if not routes:
-        return None
-    try:
-        route_file = parse_route_file({"org_id": verified.org_id, "routes": routes})
-    except RouteFileError as exc:
-        return f"integration routes refused: {exc.problems[:3]}"
-    async with _service_engine(settings, LogicalService.INTEGRATION, "nexus-catalog") as engine:
-        applied = await apply_routes(engine, org_id=verified.org_id, route_file=route_file)
-    changed = sum(1 for r in applied if r.changed)
-    return (
-        f"integration: {len(applied)} route(s) from CatalogRevision "
-        f"{verified.catalog_revision} (checksum verified), {changed} changed"
-    )
-
-
 def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool = False) -> int:
     from nexus.catalog.console import ConsoleError, drive, load_or_report
     from nexus.catalog.errors import AlreadyInstalled
@@ -877,9 +847,6 @@ def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool =
         else:
             title = f"apply {package.manifest.app_id} {package.manifest.version}"
             await drive(ctx, org_id, job_id, sys.stdout, title=title)
-        line = await _sync_routes(settings, ctx.engine)
-        if line:
-            print(line, flush=True)
 
     _catalog_run(settings, job)
     return 0

@@ -163,6 +163,9 @@ class IntegrationSettings(BaseSettings):
     loops_pool_size: Annotated[int, Field(ge=1, le=200)] = 4
     #: How long a resolved route (and its secrets) is reused before it is read again.
     ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
+    #: How often Integration fetches its Catalog snapshot (connector routes of installed
+    #: Apps, docs/adr/0033); 0 turns the fetch off (routes only by `apply-routes`).
+    integration_catalog_poll_seconds: Annotated[float, Field(ge=0, le=3600)] = 5.0
     #: Retention (the `--loops=all` process): succeeded WorkItems and materialized receipts
     #: older than this are pruned; dead items, their events and receipts stay until replayed
     #: or purged. The loop runs every `..._interval_seconds`, `..._batch` rows a transaction.
