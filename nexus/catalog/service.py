@@ -18,9 +18,11 @@ newer revision pointing at older content: nothing is ever decremented.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from nexus.catalog.errors import (
 from nexus.catalog.loader import Package
 from nexus.catalog.release import Release, release_from_body
 from nexus.catalog.repository import CatalogRepository
-from nexus.catalog.runtime_client import RuntimeRefused, RuntimeReleases
+from nexus.catalog.runtime_client import RuntimeRefused, RuntimeReleases, RuntimeUnavailable
 from nexus.catalog.snapshots import build_projections
 from nexus.contracts.catalog import (
     Consumer,
@@ -66,6 +68,8 @@ STATES = (
 NEXT = dict(itertools.pairwise(STATES))
 FAILPOINT_PREFIX = "catalog.after."
 DEFAULT_LEASE_MS = 300_000
+DEFAULT_REPLICA_ACK_TIMEOUT_S = 30.0
+REPLICA_POLL_S = 0.2
 log = get_logger(__name__)
 
 Progress = Callable[[str, str], None]
@@ -81,6 +85,8 @@ class CatalogContext:
     failpoint: str | None = None
     #: capabilities provided beside Runtime's (Integration's, from its /version)
     extra_capabilities: Callable[[], Awaitable[list[str]]] | None = None
+    #: RUNTIME_PREPARED waits this long for every live runtime-api replica's acknowledgement
+    replica_ack_timeout_s: float = DEFAULT_REPLICA_ACK_TIMEOUT_S
 
 
 @dataclass
@@ -583,9 +589,11 @@ class _Runner:
         )
         state = await self.ctx.runtime.prepare(request)
         self.kept = state.kept_overrides
+        replicas = await self._acknowledged(int(job["catalog_revision"]))
         detail = (
             f"{len(state.changed)} definition(s) changed, SchemaGeneration "
-            f"{state.schema_generation}, SecurityEpoch {state.security_epoch}"
+            f"{state.schema_generation}, SecurityEpoch {state.security_epoch}, "
+            f"{replicas} runtime-api replica(s) acknowledged"
         )
         if state.kept_overrides:
             detail += f", kept {len(state.kept_overrides)} customization(s)"
@@ -599,6 +607,23 @@ class _Runner:
                 security_epoch=state.security_epoch,
             )
         return detail
+
+    async def _acknowledged(self, revision: int) -> int:
+        """Wait until every live runtime-api replica preloaded `revision`; how many are live.
+        RuntimeUnavailable naming the missing replicas when the timeout passes first (the
+        job stays at SNAPSHOT_PUBLISHED and resumes from there)."""
+        deadline = time.monotonic() + self.ctx.replica_ack_timeout_s
+        while True:
+            acks = await self.ctx.runtime.replicas()
+            missing = acks.missing(revision)
+            if not missing:
+                return sum(1 for r in acks.replicas if r.live)
+            if time.monotonic() >= deadline:
+                raise RuntimeUnavailable(
+                    f"runtime-api replica(s) {', '.join(missing)} did not acknowledge "
+                    f"CatalogRevision {revision} within {self.ctx.replica_ack_timeout_s:g} s"
+                )
+            await asyncio.sleep(REPLICA_POLL_S)
 
     async def _to_active(self, job: RowMapping) -> str:
         revision = int(job["catalog_revision"])

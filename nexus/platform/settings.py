@@ -103,6 +103,24 @@ class ApiSettings(BaseSettings):
     api_daily_request_limit: Annotated[int, Field(ge=1)] = 100_000
 
 
+class ReleaseSettings(BaseSettings):
+    """App releases (docs/adr/0034): runtime-api replicas acknowledging a prepared release,
+    and Catalog's writer lease."""
+
+    model_config = _config()
+
+    #: This runtime-api replica's name in acknowledgements (default: host name and pid).
+    runtime_replica_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    #: How often a replica records that it is alive and preloads a newly prepared release.
+    runtime_replica_heartbeat_seconds: Annotated[float, Field(gt=0, le=60)] = 1.0
+    #: A replica not heard from for this long is not waited for.
+    runtime_replica_live_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    #: RUNTIME_PREPARED waits this long for every live replica to acknowledge the release.
+    catalog_replica_ack_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    #: A release job's writer lease on its org; renewed while a long step runs.
+    catalog_writer_lease_seconds: Annotated[float, Field(ge=1, le=86_400)] = 300.0
+
+
 class UpstreamSettings(BaseSettings):
     """Where the other roles listen; unset means loopback at port base + offset."""
 
@@ -241,6 +259,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     LogSettings,
     GatewaySettings,
     ApiSettings,
+    ReleaseSettings,
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
@@ -268,6 +287,7 @@ class Settings:
     outbox: OutboxSettings
     inbox: InboxSettings
     api: ApiSettings
+    releases: ReleaseSettings
 
     @property
     def var_dir(self) -> Path:
@@ -358,4 +378,5 @@ def load_settings(**overrides: Any) -> Settings:
         outbox=_build(OutboxSettings, overrides),
         inbox=_build(InboxSettings, overrides),
         api=_build(ApiSettings, overrides),
+        releases=_build(ReleaseSettings, overrides),
     )

@@ -1,10 +1,14 @@
-"""Integration fetches its own Catalog snapshot (docs/adr/0033): real runtime-api, catalog
-and integration processes on SQLite and MariaDB; no `nexus catalog apply` route sync."""
+"""Catalog's consumers, with real runtime-api, catalog and integration processes on SQLite and
+MariaDB: Integration fetches its own snapshot (docs/adr/0033, no `nexus catalog apply` route
+sync); runtime-api replicas acknowledge a release before it is ACTIVE and Runtime refuses a
+stale fencing token (docs/adr/0034)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +22,21 @@ from sqlalchemy import create_engine, text
 from nexus.contracts.roles import LogicalService
 from nexus.integration.routes import RouteDeclaration
 from nexus.integration.sender import signed_headers
-from nexus.platform.secrets import ensure_local_secrets, write_webhook_secret
+from nexus.platform.secrets import ensure_local_secrets, workload_signer, write_webhook_secret
+from nexus.platform.settings import load_settings
 from tests.conftest import Backend
-from tests.e2e.test_catalog import PASSWORD, Stack, _start, _stop, _sync_url, states_printed
+from tests.e2e.test_catalog import (
+    FINAL,
+    NEXUS,
+    PASSWORD,
+    Stack,
+    _start,
+    _stop,
+    _sync_url,
+    _wait_ready,
+    job_id_of,
+    states_printed,
+)
 from tests.e2e.test_stack import free_port_base
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTEyMzQ="
@@ -86,6 +102,9 @@ def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         NEXUS_LOG_FORMAT="json",
         NEXUS_INTEGRATION_CATALOG_POLL_SECONDS=POLL,
         NEXUS_INGRESS_ROUTE_CACHE_SECONDS="0.2",
+        NEXUS_RUNTIME_REPLICA_ID="replica-a",
+        NEXUS_RUNTIME_REPLICA_LIVE_SECONDS="60",
+        NEXUS_CATALOG_REPLICA_ACK_TIMEOUT_SECONDS="3",
         **backend.env(),
     )
     ensure_local_secrets(tmp / "var", ["catalog", "runtime-api", "integration", "app-sfcrm"])
@@ -216,3 +235,74 @@ def test_integration_follows_the_active_snapshot(stack: Stack) -> None:
     )
     assert _deliver(stack, "hooked", "a") == 200
     assert _deliver(stack, "hand", "feed") == 200
+
+
+def _replicas(stack: Stack) -> dict[str, int]:
+    with stack.runtime_db.connect() as conn:
+        rows = conn.execute(text("SELECT replica_id, prepared_revision FROM runtime_replica"))
+        return {r.replica_id: int(r.prepared_revision) for r in rows}
+
+
+def test_runtime_replicas_acknowledge_before_active(stack: Stack) -> None:
+    second_base = free_port_base()
+    env = {
+        **stack.env,
+        "NEXUS_PORT_BASE": str(second_base),
+        "NEXUS_RUNTIME_REPLICA_ID": "replica-b",
+    }
+    with (stack.tmp / "runtime-b.log").open("a") as log:
+        replica_b = subprocess.Popen(
+            [*NEXUS, "serve", "--role=runtime-api"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_ready(f"http://127.0.0.1:{second_base + 1}", replica_b)
+        _until(lambda: "replica-b" in _replicas(stack), "replica-b never reported")
+        both = stack.apply(_package(stack.tmp / "h130", "1.3.0", ["a"]))
+        assert both.returncode == 0, both.stderr
+        assert "2 runtime-api replica(s) acknowledged" in both.stdout
+        final = FINAL.search(both.stdout)
+        assert final, both.stdout
+        revision = int(final.group(1))
+        assert _replicas(stack) == {"replica-a": revision, "replica-b": revision}
+
+        replica_b.send_signal(signal.SIGSTOP)  # alive by its last heartbeat, but silent
+        try:
+            stuck = stack.apply(_package(stack.tmp / "h140", "1.4.0", ["a"]))
+        finally:
+            replica_b.send_signal(signal.SIGCONT)
+        assert stuck.returncode == 1
+        assert "replica(s) replica-b did not acknowledge CatalogRevision" in stuck.stderr
+        assert "nexus catalog resume" in stuck.stderr
+        job = job_id_of(stuck.stdout)
+        assert stack.steps(job)[-1] == "SNAPSHOT_PUBLISHED"  # not ACTIVE without replica-b
+        assert stack.org()["active_revision"] == revision
+        resumed = stack.nexus("catalog", "resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert stack.steps(job)[-2:] == ["RUNTIME_PREPARED", "ACTIVE"]
+        assert set(_replicas(stack).values()) == {revision + 1}
+    finally:
+        _stop(replica_b)
+
+
+def test_runtime_refuses_a_stale_fencing_token(stack: Stack) -> None:
+    org = stack.org()
+    deadline = {"x-nexus-deadline": str(int((time.time() + 30) * 1000))}
+    signer = workload_signer(load_settings(var_dir=stack.tmp / "var"), "catalog")
+    url = f"http://127.0.0.1:{stack.base + 1}/internal/v1/runtime/releases"
+
+    def call(path: str, token: int) -> httpx.Response:
+        body = {
+            "org_id": org["org_id"],
+            "catalog_revision": org["catalog_revision"],
+            "fencing_token": token,
+        }
+        headers = {"x-nexus-workload": signer.token("runtime-api"), **deadline}
+        return httpx.post(f"{url}/{path}", json=body, headers=headers, timeout=30)
+
+    current = int(org["writer_token"])
+    assert call("schema", current).status_code == 200  # the newest token may repeat
+    for path in ("schema", "prepare"):
+        stale = call(path, current - 1)
+        assert stale.status_code == 409, stale.text
+        assert stale.json()["code"] == "STALE_FENCING_TOKEN"
+        assert f"fencing token {current - 1} is older than {current}" in stale.json()["message"]
