@@ -19,12 +19,14 @@ newer revision pointing at older content: nothing is ever decremented.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +56,7 @@ from nexus.contracts.catalog import (
 from nexus.contracts.errors import NexusError
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 
 STATES = (
     "DRAFT",
@@ -308,7 +311,8 @@ class _Runner:
         while job["state"] not in ("ACTIVE", "FAILED"):
             target = NEXT[job["state"]]
             try:
-                detail = await getattr(self, f"_to_{target.lower()}")(job)
+                async with self._renewing(job):
+                    detail = await getattr(self, f"_to_{target.lower()}")(job)
             except _MovedOn:
                 log.info("catalog.job_moved_on", job_id=self.job_id)
                 return JobResult.of(await self.job())
@@ -322,6 +326,41 @@ class _Runner:
         result = JobResult.of(job)
         result.kept_overrides = self.kept
         return result
+
+    @asynccontextmanager
+    async def _renewing(self, job: RowMapping) -> AsyncIterator[None]:
+        """Renew the job's writer lease every third of its duration while a step runs (a
+        long schema change or metadata apply must not let the lease lapse mid-step)."""
+        token = job["fencing_token"]
+        if token is None:
+            yield
+            return
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.ctx.lease_ms / 3000)
+                try:
+                    async with unit_of_work(self.sessions) as session:
+                        held = await CatalogRepository(session).renew_writer(
+                            org_id=self.org_id,
+                            job_id=self.job_id,
+                            token=token,
+                            lease_ms=self.ctx.lease_ms,
+                        )
+                except Exception as exc:  # noqa: BLE001 - try again at the next third
+                    unless_cancelled()
+                    log.warning("catalog.lease_renewal_failed", error=type(exc).__name__)
+                    continue
+                if not held:
+                    return  # taken over: the step's transition will refuse to advance
+
+        task = asyncio.create_task(renew(), name=f"lease-{self.job_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _failpoint(self, state: str) -> None:
         if self.ctx.failpoint == f"{FAILPOINT_PREFIX}{state}":

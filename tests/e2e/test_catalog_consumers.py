@@ -104,7 +104,7 @@ def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         NEXUS_INGRESS_ROUTE_CACHE_SECONDS="0.2",
         NEXUS_RUNTIME_REPLICA_ID="replica-a",
         NEXUS_RUNTIME_REPLICA_LIVE_SECONDS="60",
-        NEXUS_CATALOG_REPLICA_ACK_TIMEOUT_SECONDS="3",
+        NEXUS_CATALOG_REPLICA_ACK_TIMEOUT_SECONDS="5",
         **backend.env(),
     )
     ensure_local_secrets(tmp / "var", ["catalog", "runtime-api", "integration", "app-sfcrm"])
@@ -267,9 +267,21 @@ def test_runtime_replicas_acknowledge_before_active(stack: Stack) -> None:
 
         replica_b.send_signal(signal.SIGSTOP)  # alive by its last heartbeat, but silent
         try:
-            stuck = stack.apply(_package(stack.tmp / "h140", "1.4.0", ["a"]))
+            package = _package(stack.tmp / "h140", "1.4.0", ["a"])
+            waiting = subprocess.Popen(  # a 1 s writer lease, renewed while the step waits
+                [*NEXUS, "catalog", "apply", str(package)],
+                env={**stack.env, "NEXUS_CATALOG_WRITER_LEASE_SECONDS": "1"},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _until(lambda: stack.org()["writer_job"] is not None, "no writer lease taken")
+            time.sleep(2.5)
+            assert stack.org()["writer_until_ms"] > time.time() * 1000  # still held
+            stdout, stderr = waiting.communicate(timeout=120)
         finally:
             replica_b.send_signal(signal.SIGCONT)
+        stuck = subprocess.CompletedProcess(waiting.args, waiting.returncode, stdout, stderr)
         assert stuck.returncode == 1
         assert "replica(s) replica-b did not acknowledge CatalogRevision" in stuck.stderr
         assert "nexus catalog resume" in stuck.stderr
