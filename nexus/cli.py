@@ -939,23 +939,60 @@ def _install_builtin_apps(settings: Settings) -> None:
         )
 
 
+async def _demo_batch(
+    session: Any, *, view: Any, access: Any, caller: Any, object_name: str, items: list[Any]
+) -> tuple[list[str], int]:
+    """Create the sample records a load has not created yet (found by their external id);
+    the id of every item, and how many were created."""
+    from nexus.apps.sfcrm.demo import DEMO_KEY
+    from nexus.contracts.records import MutateRequest
+    from nexus.runtime.records.mutate import mutate
+    from nexus.runtime.records.read import RecordNotFound, read_by_external_id
+
+    found: list[str | None] = []
+    for item in items:
+        try:
+            record = await read_by_external_id(
+                session,
+                view=view,
+                access=access,
+                object_name=object_name,
+                field_name=DEMO_KEY,
+                value=str(item.fields[DEMO_KEY]),
+                fields=["Id"],
+            )
+            found.append(record.id)
+        except RecordNotFound:
+            found.append(None)
+    missing = [item for item, known in zip(items, found, strict=True) if not known]
+    if not missing:
+        return [str(k) for k in found], 0
+    request = MutateRequest(items=missing, all_or_none=True)
+    result = await mutate(session, view=view, access=access, caller=caller, request=request)
+    failed = [r for r in result.results if not r.success]
+    if failed:
+        errors = failed[0].errors[0] if failed[0].errors else None
+        detail = f"{errors.category}: {errors.message}" if errors else "refused"
+        raise CliError(f"{object_name}: {detail}", EXIT_FAILURE)
+    created = iter(str(r.id) for r in result.results)
+    return [k or next(created) for k in found], len(missing)
+
+
 def cmd_demo_load(args: argparse.Namespace) -> int:
     """Sample records through Runtime's record operations, as a named user (permissions,
     validation rules and flows apply as for any caller)."""
     from nexus.apps.sfcrm.demo import demo_batches
     from nexus.contracts.errors import NexusError
     from nexus.contracts.identity import TrustedCall
-    from nexus.contracts.records import MutateRequest
     from nexus.identity.repository import IdentityRepository
     from nexus.platform.db import session_factory, unit_of_work
     from nexus.runtime.access import load_access
     from nexus.runtime.metadata.view import MetadataCache
-    from nexus.runtime.records.mutate import mutate
 
     settings = load_settings()
 
-    async def run() -> dict[str, int]:
-        counts: dict[str, int] = {}
+    async def run() -> dict[str, list[int]]:
+        counts: dict[str, list[int]] = {}  # object -> [created, already there]
         cache = MetadataCache()
         async with _service_engine(settings, LogicalService.RUNTIME, "nexus-demo") as engine:
             sessions = session_factory(engine)
@@ -984,28 +1021,27 @@ def cmd_demo_load(args: argparse.Namespace) -> int:
                         )
                     access = await load_access(session, caller.org_id, caller.user_id)
                     items = build(ids)
-                    result = await mutate(
+                    batch_ids, created = await _demo_batch(
                         session,
                         view=view,
                         access=access,
                         caller=caller,
-                        request=MutateRequest(items=items, all_or_none=True),
+                        object_name=object_name,
+                        items=items,
                     )
-                failed = [r for r in result.results if not r.success]
-                if failed:
-                    errors = failed[0].errors[0] if failed[0].errors else None
-                    detail = f"{errors.category}: {errors.message}" if errors else "refused"
-                    raise CliError(f"{object_name}: {detail}", EXIT_FAILURE)
-                ids.setdefault(object_name, []).extend(str(r.id) for r in result.results)
-                counts[object_name] = counts.get(object_name, 0) + len(result.results)
+                ids.setdefault(object_name, []).extend(batch_ids)
+                count = counts.setdefault(object_name, [0, 0])
+                count[0] += created
+                count[1] += len(items) - created
         return counts
 
     try:
         counts = asyncio.run(run())
     except NexusError as exc:
         raise CliError(f"{exc.code}: {exc.message}", EXIT_FAILURE) from None
-    for name, count in counts.items():
-        print(f"{name}: {count} record(s) created")
+    for name, (created, existing) in counts.items():
+        there = f", {existing} already there" if existing else ""
+        print(f"{name}: {created} record(s) created{there}")
     return 0
 
 

@@ -87,7 +87,7 @@ def running_stack(
             elapsed = time.monotonic() - started
             assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
             # the built-in sfcrm App is installed before the stack says it is ready
-            assert any(line.startswith("sfcrm 1.0.0: ACTIVE;") for line in lines), lines
+            assert any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines), lines
             password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
                 line.split("password: ", 1)[1].strip() for line in lines if "password: " in line
             )
