@@ -68,18 +68,18 @@ async def apply_catalog_routes(
     """Make the org's App-owned routes what the snapshot declares, in one transaction.
 
     Each declared route (with its `owner` App) is applied and owned by that App; an App-owned
-    route the snapshot no longer has is deactivated. A route applied by hand (no owner) is
-    never changed, except that one with exactly the declared content is adopted by the App
-    (what the interim composition-root sync wrote); a route owned by another App is never
-    taken over. Idempotent: an unchanged snapshot writes nothing.
+    route the snapshot no longer declares for that App is deactivated. A route applied by
+    hand (no owner) is never changed, except that one with exactly the declared content is
+    adopted by the App (what the interim composition-root sync wrote); a route owned by
+    another App is never taken over. Idempotent: an unchanged snapshot writes nothing.
     """
     result = CatalogRoutes()
     declared: dict[tuple[str, str], tuple[str, RouteDeclaration]] = {}
-    named: set[tuple[str, str]] = set()
+    named: set[tuple[tuple[str, str], str]] = set()  # (key, owner), valid or not
     for raw in routes:
         body = {k: v for k, v in raw.items() if k != "owner"}
         key = (str(body.get("connector")), str(body.get("route")))
-        named.add(key)
+        named.add((key, str(raw.get("owner"))))
         try:
             declared[key] = (str(raw["owner"]), RouteDeclaration.model_validate(body))
         except (KeyError, ValidationError):
@@ -100,7 +100,7 @@ async def apply_catalog_routes(
             if applied.changed:
                 result.changed.append(name)
         for key, current in stored.items():
-            if current.owner is None or key in named or not current.active:
+            if current.owner is None or (key, current.owner) in named or not current.active:
                 continue
             retired = current.declaration.model_copy(update={"active": False})
             await repo.apply(org_id=org_id, declaration=retired, owner=current.owner)
