@@ -111,6 +111,10 @@ def test_up_serves_every_role_through_the_gateway_and_stops_cleanly(
         _check_stack_then_stop(proc, base, elapsed)
 
 
+def _post_hook(gateway: str) -> int:
+    return httpx.post(f"{gateway}/webhooks/sfcrm/contacts", content=b"{}", timeout=5).status_code
+
+
 def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: float) -> None:
     assert elapsed < READY_WITHIN_SECONDS
     gateway = f"http://127.0.0.1:{base}"
@@ -124,6 +128,12 @@ def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: floa
         assert version.json()["role"] == role
         assert version.json()["engine_generation"] >= 1
     assert httpx.get(f"{gateway}/version", timeout=5).json()["role"] == "gateway"
+    # Integration fetched the sfcrm connector routes from Catalog by itself (ADR 0033): the
+    # example route exists (no secret provisioned yet, so the unsigned delivery is refused)
+    deadline = time.monotonic() + 20
+    while (status := _post_hook(gateway)) == 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status == 401, status
 
     children = child_pids(proc.pid)
     assert len(children) == len(Role)  # one OS process per role
