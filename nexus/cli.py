@@ -944,27 +944,22 @@ async def _demo_batch(
 ) -> tuple[list[str], int]:
     """Create the sample records a load has not created yet (found by their external id);
     the id of every item, and how many were created."""
+    import re
+
     from nexus.apps.sfcrm.demo import DEMO_KEY
     from nexus.contracts.records import MutateRequest
+    from nexus.runtime.query.engine import run_query
     from nexus.runtime.records.mutate import mutate
-    from nexus.runtime.records.read import RecordNotFound, read_by_external_id
 
-    found: list[str | None] = []
-    for item in items:
-        try:
-            record = await read_by_external_id(
-                session,
-                view=view,
-                access=access,
-                object_name=object_name,
-                field_name=DEMO_KEY,
-                value=str(item.fields[DEMO_KEY]),
-                fields=["Id"],
-            )
-            found.append(record.id)
-        except RecordNotFound:
-            found.append(None)
-    missing = [item for item, known in zip(items, found, strict=True) if not known]
+    keys = [str(item.fields[DEMO_KEY]) for item in items]
+    if not all(re.fullmatch(r"[a-z0-9-]+", k) for k in keys):  # nothing to quote in SOQL
+        raise CliError("sample data keys are demo-<object>-<n>", EXIT_FAILURE)
+    listed = ", ".join(f"'{k}'" for k in keys)
+    soql = f"SELECT Id, {DEMO_KEY} FROM {object_name} WHERE {DEMO_KEY} IN ({listed})"  # noqa: S608 - SOQL of checked keys
+    page = await run_query(session, view=view, access=access, soql=soql, page_size=len(keys))
+    known = {str(r[DEMO_KEY]): str(r["Id"]) for r in page.records}
+    found = [known.get(k) for k in keys]
+    missing = [item for item, there in zip(items, found, strict=True) if not there]
     if not missing:
         return [str(k) for k in found], 0
     request = MutateRequest(items=missing, all_or_none=True)
