@@ -4,14 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck imports pytest install system-deps node-deps lock clean
+.PHONY: run test check lint typecheck imports pytest install system-deps node-deps frontend frontend-test lock clean
 
-run: $(STAMP)
+run: $(STAMP) frontend
 	exec $(BIN)/nexus up
 
 test: system-deps $(STAMP) check
 
-check: lint typecheck imports pytest
+check: lint typecheck imports frontend-test pytest
 
 install: $(STAMP)
 
@@ -38,7 +38,20 @@ imports: $(STAMP)
 node-deps:
 	cd tests/e2e/jsforce && npm ci --no-audit --no-fund --loglevel=error
 
-pytest: $(STAMP) node-deps
+# The browser CRM (frontend/): npm ci as locked (again only when the lock file changes), then
+# a Vite build into frontend/dist/, which the gateway serves at `/`.
+FRONTEND_DEPS := frontend/node_modules/.installed
+$(FRONTEND_DEPS): frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+frontend: $(FRONTEND_DEPS)
+	cd frontend && npm run --silent build
+
+frontend-test: $(FRONTEND_DEPS)
+	cd frontend && npm test --silent
+
+pytest: $(STAMP) node-deps frontend
 	$(BIN)/pytest
 
 lock: $(STAMP)

@@ -379,8 +379,9 @@ async def _runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionma
 
 
 async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
-    """On an empty database: org, first admin, and the `integration` workload's run-as user."""
-    from nexus.identity.setup import bootstrap_first_admin
+    """On an empty database: org, first admin, and the `integration` workload's run-as user;
+    on every start: the browser CRM's public client, redirecting to this gateway."""
+    from nexus.identity.setup import bootstrap_first_admin, ensure_web_client
     from nexus.runtime.inbox.bindings import bootstrap_integration_binding
 
     configured = settings.identity.bootstrap_admin_password
@@ -390,7 +391,18 @@ async def _bootstrap_admin(settings: Settings) -> tuple[str, str | None] | None:
         )
         if created is not None:
             await bootstrap_integration_binding(sessions)
+        await ensure_web_client(sessions, origins=_web_origins(settings))
         return created
+
+
+def _web_origins(settings: Settings) -> list[str]:
+    """The origins a browser reaches this gateway at (the browser CRM's redirect URIs)."""
+    host, port = settings.core.host, settings.port_for(Role.GATEWAY)
+    hosts = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
+    origins = [settings.public_base_url]
+    for name in sorted(hosts):
+        origins += [f"http://{name}:{port}", f"https://{name}:{settings.gateway_tls_port}"]
+    return origins
 
 
 def _announce_admin(created: tuple[str, str | None] | None) -> None:

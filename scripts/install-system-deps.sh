@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs, when missing: the MariaDB server (the
-# tests start their own mariadbd; no system service is used). Only acts as root on Debian.
+# tests start their own mariadbd; no system service is used) and Chromium (the browser CRM
+# suite drives Debian's /usr/bin/chromium through Playwright). Only acts as root on Debian.
 set -euo pipefail
 
 have_mariadb() {
@@ -8,18 +9,25 @@ have_mariadb() {
     || [ -x /usr/sbin/mariadbd ] || [ -x /usr/sbin/mysqld ]
 }
 
-if have_mariadb; then
+have_chromium() {
+  [ -x /usr/bin/chromium ]
+}
+
+missing=()
+have_mariadb || missing+=(mariadb-server mariadb-client)
+have_chromium || missing+=(chromium)
+if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || [ ! -f /etc/debian_version ]; then
-  echo "note: mariadbd not found and cannot be installed automatically here;" \
-       "MariaDB-backed tests will be skipped (install mariadb-server)." >&2
+  echo "note: ${missing[*]} not found and cannot be installed automatically here;" \
+       "the tests that need them will be skipped." >&2
   exit 0
 fi
-echo "installing mariadb-server (apt-get)..." >&2
+echo "installing ${missing[*]} (apt-get)..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends mariadb-server mariadb-client >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's package may start a system service through policy-rc.d; the tests never use it.
 if command -v service >/dev/null 2>&1; then service mariadb stop >/dev/null 2>&1 || true; fi
-have_mariadb
+have_mariadb && have_chromium

@@ -15,6 +15,7 @@ from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
 from nexus.gateway.proxy import forward, upstream_client
 from nexus.gateway.route_table import RouteTable, load_route_table
+from nexus.gateway.static import StaticBundle, default_static_root
 from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app, error_response
 from nexus.platform.settings import Settings
 
@@ -26,6 +27,8 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
     table = route_table or load_route_table()
     upstream_urls = {name: settings.upstream_url(name) for name in table.upstreams}
     gw = settings.gateway
+    static_root = gw.gateway_static_root or default_static_root()
+    bundles = {name: StaticBundle(name, static_root) for name in table.static_bundles}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -74,12 +77,16 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
         )
         if route is None or not allowed:
             raise NotFound(f"no route for {request.method} {request.url.path}")
-        request.scope["nexus.route_label"] = f"proxy:{route.upstream}"
+        if route.static is not None:
+            request.scope["nexus.route_label"] = f"static:{route.static}"
+            return bundles[route.static].serve(request.url.path, route.prefix)
+        upstream = str(route.upstream)  # a route has exactly one of upstream and static
+        request.scope["nexus.route_label"] = f"proxy:{upstream}"
         return await forward(
             request,
             client=app.state.client,
             route=route,
-            base_url=upstream_urls[route.upstream],
+            base_url=upstream_urls[upstream],
             body_limit=gw.gateway_body_limit_bytes,
             request_id=request.state.request_id,
         )

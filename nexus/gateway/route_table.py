@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -23,6 +24,8 @@ KNOWN_UPSTREAMS = frozenset(
     + [upstream_name(Role.APP, app) for app in KNOWN_APPS]
 )
 
+STATIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
 
 class RouteTableError(Exception):
     """The route table file is invalid; the message names the offending entry."""
@@ -32,7 +35,12 @@ class Route(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     prefix: str
-    upstream: str
+    #: Exactly one of: the upstream role to proxy to, or the static bundle to serve.
+    upstream: str | None = None
+    static: str | None = None
+    #: Sub-paths (at a segment boundary) this route does not take, e.g. API prefixes that must
+    #: stay a 404 rather than fall back to a static bundle's index page.
+    except_under: tuple[str, ...] = ()
     strip_prefix: bool = False
     #: Replace the prefix with this path before proxying (`/webhooks/x` -> `/hooks/x`).
     upstream_prefix: str | None = None
@@ -57,12 +65,31 @@ class Route(BaseModel):
     def _one_rewrite(self) -> Route:
         if self.strip_prefix and self.upstream_prefix is not None:
             raise ValueError("strip_prefix and upstream_prefix exclude each other")
+        if (self.upstream is None) == (self.static is None):
+            raise ValueError("a route has exactly one of upstream and static")
+        if self.static is not None and (self.strip_prefix or self.upstream_prefix or self.only):
+            raise ValueError("a static route takes no strip_prefix, upstream_prefix or only")
         return self
+
+    @field_validator("static")
+    @classmethod
+    def _static(cls, value: str | None) -> str | None:
+        if value is not None and not STATIC_NAME.fullmatch(value):
+            raise ValueError("must be a bundle name (letters, digits, '-' and '_')")
+        return value
+
+    @field_validator("except_under")
+    @classmethod
+    def _except_under(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not prefix.startswith("/") or prefix.endswith("/"):
+                raise ValueError("must start with '/' and not end with '/'")
+        return value
 
     @field_validator("upstream")
     @classmethod
-    def _upstream(cls, value: str) -> str:
-        if value not in KNOWN_UPSTREAMS:
+    def _upstream(cls, value: str | None) -> str | None:
+        if value is not None and value not in KNOWN_UPSTREAMS:
             raise ValueError(f"unknown upstream (known: {', '.join(sorted(KNOWN_UPSTREAMS))})")
         return value
 
@@ -72,6 +99,8 @@ class Route(BaseModel):
         return tuple(m.upper() for m in value) if value is not None else None
 
     def matches(self, path: str) -> bool:
+        if any(path == p or path.startswith(p + "/") for p in self.except_under):
+            return False
         return self.prefix in ("/", path) or path.startswith(self.prefix + "/")
 
     def upstream_path(self, path: str) -> str:
@@ -103,7 +132,11 @@ class RouteTable:
 
     @property
     def upstreams(self) -> list[str]:
-        return sorted({r.upstream for r in self.routes})
+        return sorted({r.upstream for r in self.routes if r.upstream is not None})
+
+    @property
+    def static_bundles(self) -> list[str]:
+        return sorted({r.static for r in self.routes if r.static is not None})
 
 
 def parse_route_table(text: str, *, source: str = "routes.toml") -> RouteTable:

@@ -137,6 +137,16 @@ class IdentityRepository:
             )
         )
 
+    async def set_client_redirect_uris(
+        self, *, client_id: str, redirect_uris: Sequence[str]
+    ) -> int:
+        result = await self.session.execute(
+            update(m.client)
+            .where(m.client.c.client_id == client_id)
+            .values(redirect_uris=json.dumps(list(redirect_uris)))
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+
     async def client(self, client_id: str) -> RowMapping | None:
         result = await self.session.execute(
             select(m.client).where(m.client.c.client_id == client_id)

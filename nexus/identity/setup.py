@@ -25,6 +25,9 @@ from nexus.platform.workload import load_public_keys, workload_key_dir
 
 log = get_logger(__name__)
 ADMIN_USERNAME = "admin"
+#: The browser CRM (frontend/): a public client, authorization code + PKCE, refresh rotation.
+WEB_CLIENT_ID = "nexus_web"
+WEB_CALLBACK_PATH = "/auth/callback"
 
 
 def load_identity_config(settings: Settings) -> service.IdentityConfig:
@@ -106,3 +109,38 @@ async def bootstrap_first_admin(
         )
     log.info("identity.bootstrapped", org_id=org_id, admin_user_id=admin_id)
     return ADMIN_USERNAME, generated
+
+
+async def ensure_web_client(
+    sessions: async_sessionmaker[AsyncSession], *, origins: list[str]
+) -> bool:
+    """`nexus up`: register the browser CRM's public client, or point its redirect URIs at
+    this deployment's gateway origins (ports can change between starts). Idempotent; an
+    operator's `disable-client` stays in force. True when something was written."""
+    redirect_uris = sorted({origin.rstrip("/") + WEB_CALLBACK_PATH for origin in origins})
+    async with unit_of_work(sessions) as session:
+        repo = IdentityRepository(session)
+        existing = await repo.client(WEB_CLIENT_ID)
+        if existing is not None:
+            if service.client_lists(existing)[0] == redirect_uris:
+                return False
+            await repo.set_client_redirect_uris(
+                client_id=WEB_CLIENT_ID, redirect_uris=redirect_uris
+            )
+            return True
+        org = await repo.first_org()
+        if org is None:
+            return False
+        await repo.insert_client(
+            org_id=str(org["org_id"]),
+            client_id=WEB_CLIENT_ID,
+            name="Nexus CRM (browser)",
+            secret_hash=None,
+            redirect_uris=redirect_uris,
+            grant_types=["authorization_code", "refresh_token"],
+            scopes=["api", "refresh_token"],
+            run_as_user_id=None,
+            now_ms=await read_db_now_ms(session),
+        )
+    log.info("identity.web_client_registered", client_id=WEB_CLIENT_ID)
+    return True

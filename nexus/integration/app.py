@@ -152,6 +152,7 @@ async def _operating(
             await stack.enter_async_context(
                 retention_loop(
                     loops_engine,
+                    var_dir=settings.var_dir,
                     retention_days=cfg.integration_retention_days,
                     interval_s=cfg.integration_retention_interval_seconds,
                     batch=cfg.integration_retention_batch,

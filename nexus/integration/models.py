@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from nexus.platform.db import exact_key
 from nexus.platform.workqueue.tables import work_tables
 
 metadata = MetaData()
@@ -91,7 +92,7 @@ ingress_receipt = Table(
     Column("connector", String(64), nullable=False),
     Column("route_key", String(64), nullable=False),
     Column("route_version", Integer, nullable=False),
-    Column("provider_delivery_id", String(191), nullable=False),
+    Column("provider_delivery_id", exact_key(191), nullable=False),
     # where the delivery id came from: header | pointer | scheme | derived | generated
     Column("delivery_id_source", String(16), nullable=False),
     Column("method", String(10), nullable=False),
@@ -122,6 +123,7 @@ ingress_receipt = Table(
     Index(
         "ix_ingress_receipt_router", "org_id", "router_status", "next_attempt_at_ms", "receipt_id"
     ),
+    Index("ix_ingress_receipt_body_ref", "body_ref"),  # is a kept body file still referenced
 )
 
 #: ConnectorOutboxEvent: immutable, one per routed receipt (or several when a route fans out).

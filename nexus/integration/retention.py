@@ -9,7 +9,9 @@ One pass, each batch its own short transaction:
    keyset order: a receipt whose events no longer carry any work item is deleted with its
    events; one still linked (a dead item, a waiting one, or a younger success) stays.
 The cutoff is the database clock minus the period. Large bodies kept as files under the var
-dir are content-addressed and may be shared by several receipts: they are not deleted here.
+dir (content-addressed, possibly shared by several receipts) are removed by the same loop once
+no receipt references them (`bodies.sweep_orphans`): after pruning, after an operator's purge,
+or when an ingest crashed between writing the file and committing its receipt.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration import models as m
+from nexus.integration.bodies import sweep_orphans
 from nexus.integration.operations_repository import OperationsRepository
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
@@ -73,18 +77,21 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = 500
 
 @asynccontextmanager
 async def retention_loop(
-    engine: AsyncEngine, *, retention_days: float, interval_s: float, batch: int
+    engine: AsyncEngine, *, var_dir: Path, retention_days: float, interval_s: float, batch: int
 ) -> AsyncIterator[None]:
-    """Run `prune_once` every `interval_s` seconds while the block runs."""
+    """Run `prune_once`, then the body-file sweep, every `interval_s` seconds while the
+    block runs."""
 
     async def step() -> None:
         pruned = await prune_once(engine, retention_ms=int(retention_days * DAY_MS), batch=batch)
-        if pruned.work_items or pruned.receipts:
+        bodies = await sweep_orphans(engine, var_dir, batch=batch)
+        if pruned.work_items or pruned.receipts or bodies:
             log.info(
                 "integration.retention_pruned",
                 work_items=pruned.work_items,
                 events=pruned.events,
                 receipts=pruned.receipts,
+                body_files=bodies,
             )
 
     async with every(interval_s, step, name="integration-retention"):

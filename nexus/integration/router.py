@@ -41,6 +41,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.contracts.commands import AcceptCommandRequest
+from nexus.integration.bodies import read_body
 from nexus.integration.mapping import MappingFailed, fit, map_delivery, needs_document, parse_json
 from nexus.integration.models import work as work_tables
 from nexus.integration.routes import ActiveRoute
@@ -266,7 +267,7 @@ class ReceiptRouter:
             body = bytes(receipt.body_snapshot)
         elif receipt.body_ref is not None:
             try:
-                body = await asyncio.to_thread(self._read_ref, receipt.body_ref)
+                body = await asyncio.to_thread(read_body, self.var_dir, receipt.body_ref)
             except OSError as exc:
                 return _Loaded(receipt, transient=f"the stored body is unreadable ({exc.strerror})")
             except ValueError as exc:
@@ -276,13 +277,6 @@ class ReceiptRouter:
         if hashlib.sha256(body).hexdigest() != receipt.payload_sha256:
             return _Loaded(receipt, terminal="the stored body does not match its payload hash")
         return _Loaded(receipt, body=body)
-
-    def _read_ref(self, ref: str) -> bytes:
-        scheme, _, relative = ref.partition(":")
-        path = (self.var_dir / relative).resolve()
-        if scheme != "var" or not path.is_relative_to(self.var_dir):
-            raise ValueError("the receipt's body reference is not a var-dir file")
-        return path.read_bytes()
 
     async def _materialize(
         self, org_id: str, token: str, batch: list[_Loaded], *, split: bool

@@ -21,6 +21,7 @@ from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import NexusError, NotFound, ServiceUnavailable
+from nexus.integration.bodies import keep_body
 from nexus.integration.errors import SignatureRejected, WebhookTooLarge
 from nexus.integration.ingest import ReceiptWriter
 from nexus.integration.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
@@ -28,7 +29,6 @@ from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
 from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
 from nexus.integration.signatures import AnyScheme, WebhookRequest, verify
 from nexus.platform.db import session_factory, unit_of_work
-from nexus.platform.files import write_private
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
 
@@ -220,7 +220,7 @@ class IngressService:
         body_ref: str | None = None
         if len(body) > self.snapshot_bytes:
             snapshot = None
-            body_ref = await asyncio.to_thread(_keep_body, self.var_dir, payload_sha256, body)
+            body_ref = await asyncio.to_thread(keep_body, self.var_dir, payload_sha256, body)
 
         correlation = {"delivery_id": delivery_id}
         if delivery.request_id:
@@ -294,13 +294,3 @@ def _delivery_id(
     if how is not None:
         return _extract(how, request, document), "header" if how.header else "pointer"
     return from_scheme, "scheme"
-
-
-def _keep_body(var_dir: Path, sha256: str, body: bytes) -> str:
-    """Store a body too large for the receipt row (content-addressed, fsynced)."""
-    relative = Path("ingress") / "bodies" / sha256[:2] / sha256
-    path = var_dir / relative
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_private(path, body, replace=True)
-    return f"var:{relative.as_posix()}"

@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, insert, text
+from sqlalchemy import Engine, String, event, insert, text
 from sqlalchemy import create_engine as sa_create_engine
+from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -29,7 +30,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
-from sqlalchemy.types import BigInteger
+from sqlalchemy.types import BigInteger, TypeEngine
 
 from nexus.platform import sqlite_writes
 from nexus.platform.settings import parse_database_url
@@ -227,6 +228,16 @@ def describe_backend(engine: AsyncEngine) -> str:
 def insert_ignore(table: Any, dialect: str) -> Any:
     """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
     return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
+
+
+def exact_key(length: int) -> TypeEngine[str]:
+    """A string key compared byte for byte on every backend. MySQL/MariaDB's default utf8mb4
+    collation is case- and accent-insensitive ('Acct-1' = 'acct-1'), which would merge keys
+    that differ only in case: two lanes into one, a second delivery id into a "redelivery"
+    of the first. SQLite (and TiDB's default) already compare bytes."""
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+    )
 
 
 @asynccontextmanager

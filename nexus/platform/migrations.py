@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from alembic import command
+from alembic import command, op
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -104,3 +104,17 @@ def new_revision(service: LogicalService, message: str) -> Path:
     if script is None or isinstance(script, list):
         raise RuntimeError("alembic did not create exactly one revision")
     return Path(script.path)
+
+
+def compare_keys_exactly(columns: list[tuple[str, str, int, bool]]) -> None:
+    """Inside a revision: move (table, column, length, nullable) key columns to the binary
+    utf8mb4 collation on MySQL/MariaDB (`exact_key`); other backends already compare bytes.
+    Values cannot collide: the case-insensitive collation kept them distinct already."""
+    if op.get_bind().dialect.name != "mysql":
+        return
+    for table, column, length, nullable in columns:
+        null = "NULL" if nullable else "NOT NULL"
+        op.execute(
+            f"ALTER TABLE {table} MODIFY {column} VARCHAR({length}) "
+            f"CHARACTER SET utf8mb4 COLLATE utf8mb4_bin {null}"
+        )

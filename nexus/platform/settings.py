@@ -93,6 +93,9 @@ class GatewaySettings(BaseSettings):
     gateway_tls_port: Annotated[int, Field(ge=1, le=MAX_PORT)] | None = None
     gateway_tls_cert_file: Path | None = None
     gateway_tls_key_file: Path | None = None
+    #: Where the static bundles of the route table live (`static = "frontend"` serves
+    #: `<root>/frontend/dist`); default: the source tree, else the working directory.
+    gateway_static_root: Path | None = None
 
 
 class ApiSettings(BaseSettings):

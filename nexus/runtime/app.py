@@ -19,6 +19,7 @@ from nexus.platform.periodic import every, unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
+from nexus.runtime.admin_endpoints import router as admin_router
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.inbox.accept import CommandInbox
@@ -30,6 +31,7 @@ from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.release_endpoints import router as release_router
 from nexus.runtime.release_replicas import ReplicaHeartbeat
+from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage import router as usage_router
 
 log = get_logger(__name__)
@@ -121,6 +123,8 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(inbox_router)
     app.include_router(release_router)
     app.include_router(usage_router)
+    app.include_router(ui_router)
+    app.include_router(admin_router)
     return app
 
 

@@ -146,7 +146,8 @@ async def test_504_when_the_upstream_is_too_slow(gateway: httpx.AsyncClient) -> 
 
 
 async def test_unknown_paths_and_restricted_routes_are_404(gateway: httpx.AsyncClient) -> None:
-    assert (await gateway.get("/nope")).status_code == 404
+    assert (await gateway.get("/services/nope")).status_code == 404
+    assert (await gateway.post("/nope")).status_code == 404  # the static bundle is GET/HEAD only
     # `/services/database` shares a string prefix with `/services/data`, not a segment.
     assert (await gateway.get("/services/database")).status_code == 404
     # operational routes expose only their listed sub-paths, and only for GET

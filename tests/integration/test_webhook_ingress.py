@@ -220,6 +220,20 @@ async def test_a_redelivery_returns_the_same_receipt(ingress: Ingress) -> None:
     assert row["last_delivery_at_ms"] >= row["received_at_ms"]
 
 
+async def test_delivery_ids_that_differ_only_in_case_are_two_deliveries(ingress: Ingress) -> None:
+    # MariaDB's default collation took "Msg-Case" for a redelivery of "msg-case": lost data
+    bodies = [contact_event("case-1"), contact_event("case-2")]
+    answers = [
+        await post(ingress, "/hooks/demo/contacts", body, signed(body, delivery_id=delivery))
+        for body, delivery in zip(bodies, ["msg-case", "Msg-Case"], strict=True)
+    ]
+    assert [a.json()["duplicate"] for a in answers] == [False, False]
+    assert answers[0].json()["receipt_id"] != answers[1].json()["receipt_id"]
+    [lower] = await receipts(ingress.engine, provider_delivery_id="msg-case")
+    [upper] = await receipts(ingress.engine, provider_delivery_id="Msg-Case")
+    assert (lower["deliveries"], upper["deliveries"]) == (1, 1)
+
+
 async def test_delivery_id_from_a_body_pointer_and_kind_from_a_header(ingress: Ingress) -> None:
     route = parse_route_file(ROUTES).routes[1]
     body = json.dumps({"id": "evt-77", "n": 1}).encode()

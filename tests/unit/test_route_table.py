@@ -33,9 +33,32 @@ def test_longest_prefix_at_a_segment_boundary(path: str, upstream: str) -> None:
     assert route.upstream == upstream
 
 
-@pytest.mark.parametrize("path", ["/", "/services", "/services/database", "/webhooksx"])
+@pytest.mark.parametrize("path", ["/services", "/services/database", "/admin/v1", "/_roles/x"])
 def test_paths_without_a_route(path: str) -> None:
     assert load_route_table().match(path) is None
+
+
+@pytest.mark.parametrize("path", ["/", "/webhooksx", "/lightning/o/Account/list", "/assets/a.js"])
+def test_page_paths_go_to_the_frontend_bundle(path: str) -> None:
+    route = load_route_table().match(path)
+    assert route is not None
+    assert route.static == "frontend"
+    assert route.upstream is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('prefix = "/x"', "exactly one of upstream and static"),
+        ('prefix = "/x"\nupstream = "integration"\nstatic = "web"', "exactly one"),
+        ('prefix = "/x"\nstatic = "../etc"', "bundle name"),
+        ('prefix = "/x"\nstatic = "web"\nstrip_prefix = true', "static route takes no"),
+        ('prefix = "/x"\nstatic = "web"\nexcept_under = ["/x/api/"]', "must start with"),
+    ],
+)
+def test_static_routes_are_validated(entry: str, message: str) -> None:
+    with pytest.raises(RouteTableError, match=message):
+        parse_route_table(f'version = "1"\n[[route]]\n{entry}\n')
 
 
 def test_strip_prefix() -> None:

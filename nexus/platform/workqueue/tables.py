@@ -30,6 +30,8 @@ from sqlalchemy import (
     Text,
 )
 
+from nexus.platform.db import exact_key
+
 ID = 36  # uuid4 hex with dashes, or any shorter stable id
 
 
@@ -55,9 +57,9 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("queue_class", String(32), nullable=False),
         Column("state", String(16), nullable=False),
         Column("run_after", BigInteger, nullable=False),
-        Column("lane_key", String(191)),
+        Column("lane_key", exact_key(191)),
         Column("lane_seq", BigInteger),
-        Column("target_key", String(191)),
+        Column("target_key", exact_key(191)),
         Column("attempt", Integer, nullable=False, default=0),
         Column("max_attempts", Integer, nullable=False),
         Column("lease_token", String(32)),
@@ -76,7 +78,7 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         f"{prefix}_source_lane",
         metadata,
         Column("family", String(64), primary_key=True),
-        Column("lane_key", String(191), primary_key=True),
+        Column("lane_key", exact_key(191), primary_key=True),
         Column("head_seq", BigInteger, nullable=False),
         Column("next_seq", BigInteger, nullable=False),
         Column("halted_by", String(ID)),  # the dead head holding the lane, for the console
@@ -85,7 +87,7 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         f"{prefix}_target_lane",
         metadata,
         Column("family", String(64), primary_key=True),
-        Column("target_key", String(191), primary_key=True),
+        Column("target_key", exact_key(191), primary_key=True),
         Column("holder_id", String(ID)),
         Column("holder_token", String(32)),
         Column("lease_until", BigInteger),

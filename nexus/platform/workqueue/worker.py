@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -348,16 +348,29 @@ class Worker:
         """Record `claimed`'s outcome inside the handler's own transaction (`conn`), so the
         handler's effect and the completion commit together (effect once). Raises LeaseLost
         when the lease is gone: the caller's transaction must then roll back."""
-        live = self._live.get(claimed.id)
-        if live is None or live.lost:
+        if await self.complete_many_in(conn, [claimed], outcome):
             raise LeaseLost(claimed.id)
-        live.finishing = True
-        lost = await self.store.finish(
-            conn, claimed.family, claimed.epoch, claimed.token, [(claimed, outcome)]
-        )
-        if lost:
-            raise LeaseLost(claimed.id)
-        live.completed_in_handler = outcome
+
+    async def complete_many_in(
+        self, conn: AsyncConnection, claimed: Sequence[Claimed], outcome: Outcome = SUCCESS
+    ) -> set[str]:
+        """`complete_in` for several items at once (statements per claim token, not per
+        item). Returns the ids whose lease is gone: nothing is recorded for those, and a
+        caller that needs all of them must roll its transaction back."""
+        lost = {c.id for c in claimed if (live := self._live.get(c.id)) is None or live.lost}
+        by_token: dict[tuple[str, int, str], list[Claimed]] = {}
+        for item in claimed:
+            if item.id not in lost:
+                self._live[item.id].finishing = True
+                by_token.setdefault((item.family, item.epoch, item.token), []).append(item)
+        for (family, epoch, token), items in by_token.items():
+            lost |= await self.store.finish(
+                conn, family, epoch, token, [(item, outcome) for item in items]
+            )
+        for item in claimed:
+            if item.id not in lost:
+                self._live[item.id].completed_in_handler = outcome
+        return lost
 
     async def _execute(self, claimed: Claimed) -> None:
         try:

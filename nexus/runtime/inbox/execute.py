@@ -6,7 +6,8 @@ and every other one that is waiting by then (up to `GROUP_MAX`: no wait beyond w
 while the previous group ran) and executes them in one unit of work (`group.GroupRun`):
 run-as users and their access resolved once per distinct user, commands on one object
 through one multi-item `mutate` with per-item results, each command's completion
-(`Worker.complete_in`) in the same transaction as its change (effect once), one commit.
+(`Worker.complete_many_in`, once per group) in the same transaction as the changes
+(effect once), one commit.
 Only then is each waiting call answered: it returns (applied and completed) or raises its
 command's refusal, which the Worker records. A group whose transaction fails (a database
 error, a failed commit) applied nothing: every command in it raises a retryable failure.

@@ -96,6 +96,7 @@ class GroupRun:
         self.outcomes: dict[int, BaseException | None] = {}
         self.final: dict[int, BaseException] = {}
         self.batches = 0
+        self._completing: list[int] = []  # applied: completed together at the end
         self._callers: dict[tuple[str, str], _Caller | WorkFailed] = {}
 
     async def run(self) -> dict[int, BaseException | None]:
@@ -113,6 +114,7 @@ class GroupRun:
                     await self._alone(batch[0])
                 else:
                     await self._batch(batch)
+            await self._complete_applied()
         except _Abort as abort:
             raise GroupAborted(self.final, abort.__cause__ or abort) from None
         return self.outcomes
@@ -259,13 +261,27 @@ class GroupRun:
         self.outcomes[index] = None
 
     async def _complete(self, index: int) -> None:
+        self._completing.append(index)
+
+    async def _complete_applied(self) -> None:
+        """Every applied command's completion, in one engine call (statements per claim
+        token, not per command). A lost lease cannot be undone alone: its change is
+        written, so the group rolls back (that command's outcome stands: it lost its lease)."""
+        if not self._completing:
+            return
+        claimed = [self.commands[index].claimed for index in self._completing]
         try:
-            await self.worker.complete_in(
-                await self.session.connection(), self.commands[index].claimed
-            )
-        except (LeaseLost, WorkFailed) as exc:
-            self.final[index] = exc  # its change is written: only a rollback undoes it
+            lost = await self.worker.complete_many_in(await self.session.connection(), claimed)
+        except WorkFailed as exc:  # whose it is can only be told alone: roll back, retry alone
+            if len(self.commands) == 1:
+                self.final[self._completing[0]] = exc
             raise _Abort from exc
+        if lost:
+            for index in self._completing:
+                item_id = self.commands[index].claimed.id
+                if item_id in lost:
+                    self.final[index] = LeaseLost(item_id)
+            raise _Abort from LeaseLost(sorted(lost)[0])
 
 
 def _record_identity(view: MetadataView, object_name: str, command: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text
 
+from nexus.platform.db import exact_key
 from nexus.platform.workqueue.tables import work_tables
 
 metadata = MetaData()
@@ -123,7 +124,7 @@ idempotency = Table(
     "runtime_idempotency",
     metadata,
     Column("org_id", String(18), primary_key=True),
-    Column("idem_key", String(128), primary_key=True),
+    Column("idem_key", exact_key(128), primary_key=True),
     Column("request_digest", String(64), nullable=False),
     Column("result", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
@@ -172,7 +173,7 @@ inbox_message = Table(
     "runtime_inbox_message",
     metadata,
     Column("org_id", String(18), primary_key=True),
-    Column("message_key", String(191), primary_key=True),
+    Column("message_key", exact_key(191), primary_key=True),
     Column("work_id", String(36), nullable=False),
     Column("command_sha256", String(64), nullable=False),  # same key, other command: refused
     Column("accepted_at_ms", BigInteger, nullable=False),

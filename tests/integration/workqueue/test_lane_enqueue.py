@@ -46,3 +46,30 @@ async def test_enqueue_and_completion_on_one_lane_do_not_deadlock(queue: Queue) 
     for s in range(senders):  # and each sender's items in the order it sent them
         mine = [p for p in executed if p.startswith(f"{s}-")]
         assert mine == [f"{s}-{n}" for n in range(each)]
+
+
+async def test_keys_that_differ_only_in_case_are_different_lanes(queue: Queue) -> None:
+    """MariaDB's default collation compares 'Acct-1' equal to 'acct-1': the two lanes merged
+    (and enqueueing both in one batch raised KeyError). Keys now compare byte for byte."""
+    family = queue.family()
+    ids = await queue.enqueue(
+        [
+            NewItem(family, "default", "upper", lane_key="Acct-1", target_key="Target"),
+            NewItem(family, "default", "lower", lane_key="acct-1", target_key="target"),
+        ]
+    )
+    rows = await queue.rows(family)
+    assert [rows[i]["lane_seq"] for i in ids] == [1, 1]  # each the head of its own lane
+    both_held = asyncio.Event()
+    held: list[str] = []
+
+    async def handler(item: Claimed) -> None:  # both in flight at once: separate target lanes
+        held.append(item.payload)
+        if len(held) == 2:
+            both_held.set()
+        await asyncio.wait_for(both_held.wait(), timeout=10)
+
+    worker = Worker(queue.engine, queue.store(), handler, fast(concurrency=4))
+    await run_until(worker, lambda: all_final(queue, family, 2))
+    assert sorted(held) == ["lower", "upper"]
+    assert {r["state"] for r in (await queue.rows(family)).values()} == {SUCCEEDED}

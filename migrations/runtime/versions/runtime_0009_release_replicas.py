@@ -1,8 +1,8 @@
 """runtime: the newest release fencing token seen per org and the release it prepared, and
 each runtime-api replica's acknowledgement of the release it preloaded (docs/adr/0034).
 
-Revision ID: runtime_0008
-Revises: runtime_0007
+Revision ID: runtime_0009
+Revises: runtime_0008
 Create Date: 2026-11-29
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "runtime_0008"
-down_revision: str | None = "runtime_0007"
+revision: str = "runtime_0009"
+down_revision: str | None = "runtime_0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,8 +1,8 @@
 """integration: the App that owns a connector route (set when Integration applies its Catalog
 snapshot, docs/adr/0033); NULL for routes applied by hand (`nexus integration apply-routes`).
 
-Revision ID: integration_0005
-Revises: integration_0004
+Revision ID: integration_0007
+Revises: integration_0006
 Create Date: 2026-11-29
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "integration_0005"
-down_revision: str | None = "integration_0004"
+revision: str = "integration_0007"
+down_revision: str | None = "integration_0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,554 @@
+"""Runtime's public admin API (`/admin/v1/runtime/...`, routed by the gateway): users,
+Connected Apps, sessions, the inbox/outbox dead letters and online metadata.
+
+Runtime is the decider: the bearer access token is validated here and only a System
+Administrator passes (`_require_admin`). Every action writes `runtime_operator_audit` in the
+same transaction (who, what, on which target; never a password, secret or payload). The
+operations are identity's service functions (what `nexus admin ...` runs) and the work
+engine's operator functions (ADR 0040).
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nexus.contracts.errors import BadRequest, NotFound
+from nexus.contracts.identity import TrustedCall
+from nexus.identity import models as im
+from nexus.identity import service as identity
+from nexus.identity.endpoints import identity_state, trusted_call
+from nexus.identity.errors import UnknownUser
+from nexus.identity.passwords import check_policy, hash_password
+from nexus.identity.repository import IdentityRepository
+from nexus.platform.db import db_now_ms, read_db_now_ms, unit_of_work
+from nexus.platform.service_app import ServiceState
+from nexus.platform.workqueue import operate
+from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.endpoints import _require_admin
+from nexus.runtime.metadata import models as m
+from nexus.runtime.metadata.definitions import InvalidMetadata, PermissionSetDef
+from nexus.runtime.metadata.repository import MetadataRepository
+from nexus.runtime.metadata.service import active_objects, apply_metadata
+
+router = APIRouter(prefix="/admin/v1/runtime")
+QUEUES = {"inbox": m.inbox, "outbox": m.outbox}
+
+
+async def administrator(
+    request: Request, caller: Annotated[TrustedCall, Depends(trusted_call)]
+) -> TrustedCall:
+    """The signed-in System Administrator (401 without a valid token, 403 for anyone else)."""
+    await _require_admin(request, caller, what="the Runtime admin console")
+    return caller
+
+
+Admin = Annotated[TrustedCall, Depends(administrator)]
+
+
+def _sessions(request: Request) -> Any:
+    return identity_state(request).sessions
+
+
+async def audit(
+    session: AsyncSession, caller: TrustedCall, action: str, target: str, outcome: str = "ok"
+) -> None:
+    await session.execute(
+        m.operator_audit.insert().values(
+            org_id=caller.org_id,
+            audit_id=uuid.uuid4().hex,
+            at_ms=db_now_ms(),
+            actor=caller.user_id,
+            action=action[:32],
+            target=target[:191],
+            outcome=outcome,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- users
+
+
+async def _user(repo: IdentityRepository, caller: TrustedCall, user_id: str) -> Any:
+    user = await repo.user(caller.org_id, user_id)
+    if user is None:
+        raise UnknownUser("no such user")
+    return user
+
+
+@router.get("/users")
+async def list_users(request: Request, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request), readonly=True) as session:
+        roles = {
+            r.role_id: r.name
+            for r in await session.execute(
+                select(im.role.c.role_id, im.role.c.name).where(im.role.c.org_id == caller.org_id)
+            )
+        }
+        sets: dict[str, list[str]] = {}
+        pa = m.permission_assignment
+        for row in await session.execute(
+            select(pa.c.user_id, pa.c.permission_set).where(pa.c.org_id == caller.org_id)
+        ):
+            sets.setdefault(row.user_id, []).append(row.permission_set)
+        labels = {
+            r["name"].lower(): PermissionSetDef.model_validate_json(r["body"]).api_name
+            for r in await MetadataRepository(session).active_definitions(
+                caller.org_id, "permission_set"
+            )
+        }
+        u = im.user.c
+        rows = await session.execute(
+            select(
+                u.user_id, u.username, u.email, u.display_name, u.is_active, u.is_admin, u.role_id
+            )
+            .where(u.org_id == caller.org_id)
+            .order_by(u.username)
+        )
+        users = [
+            {
+                "userId": r.user_id,
+                "username": r.username,
+                "email": r.email,
+                "displayName": r.display_name,
+                "isActive": bool(r.is_active),
+                "isAdmin": bool(r.is_admin),
+                "role": roles.get(r.role_id) if r.role_id else None,
+                "permissionSets": sorted(labels.get(p, p) for p in sets.get(r.user_id, [])),
+            }
+            for r in rows
+        ]
+    return {"users": users}
+
+
+class NewUser(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(min_length=1, max_length=255)
+    password: str | None = Field(default=None, max_length=256)
+    email: str | None = Field(default=None, max_length=255)
+    displayName: str | None = Field(default=None, max_length=255)
+    isAdmin: bool = False
+    role: str | None = Field(default=None, max_length=80)
+    permissionSets: list[str] = Field(default_factory=list, max_length=50)
+
+
+@router.post("/users", status_code=201)
+async def create_user(request: Request, body: NewUser, caller: Admin) -> dict[str, Any]:
+    generated = None if body.password else secrets.token_urlsafe(18)
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        user_id = await identity.create_user(
+            repo,
+            org_id=caller.org_id,
+            username=body.username,
+            password=body.password or generated,
+            email=body.email,
+            display_name=body.displayName,
+            is_admin=body.isAdmin,
+            role_name=body.role,
+        )
+        for name in body.permissionSets:
+            await assign_permission_set(
+                session, org_id=caller.org_id, user_id=user_id, permission_set=name
+            )
+        await audit(session, caller, "user.create", f"user:{user_id}")
+    return {
+        "userId": user_id,
+        "username": body.username.strip().lower(),
+        "generatedPassword": generated,
+    }
+
+
+@router.post("/users/{user_id}/deactivate")
+async def deactivate_user(request: Request, user_id: str, caller: Admin) -> dict[str, Any]:
+    if user_id == caller.user_id:
+        raise BadRequest("you cannot deactivate yourself", code="INVALID_OPERATION")
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        await identity.set_user_active(repo, org_id=caller.org_id, user_id=user_id, active=False)
+        await audit(session, caller, "user.deactivate", f"user:{user_id}")
+    return {"userId": user_id, "isActive": False}
+
+
+class NewPassword(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    password: str | None = Field(default=None, max_length=256)
+
+
+@router.post("/users/{user_id}/password")
+async def reset_password(
+    request: Request, user_id: str, body: NewPassword, caller: Admin
+) -> dict[str, Any]:
+    """A new password (generated when none is given); the user's sessions end."""
+    generated = None if body.password else secrets.token_urlsafe(18)
+    password = body.password or generated or ""
+    check_policy(password)
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        await _user(repo, caller, user_id)
+        await session.execute(
+            update(im.user)
+            .where(im.user.c.org_id == caller.org_id, im.user.c.user_id == user_id)
+            .values(
+                password_hash=hash_password(password),
+                failed_logins=0,
+                locked_until_ms=None,
+                updated_at_ms=await read_db_now_ms(session),
+            )
+        )
+        await identity.revoke(repo, org_id=caller.org_id, reason="password_reset", user_id=user_id)
+        await audit(session, caller, "user.reset_password", f"user:{user_id}")
+    return {"userId": user_id, "generatedPassword": generated}
+
+
+class PermissionSets(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    permissionSets: list[str] = Field(max_length=100)
+
+
+@router.put("/users/{user_id}/permission-sets")
+async def set_permission_sets(
+    request: Request, user_id: str, body: PermissionSets, caller: Admin
+) -> dict[str, Any]:
+    """The user's complete list of permission sets (added and removed to match)."""
+    wanted = {name.lower() for name in body.permissionSets}
+    async with unit_of_work(_sessions(request)) as session:
+        await _user(IdentityRepository(session), caller, user_id)
+        pa = m.permission_assignment
+        held = {
+            r.permission_set
+            for r in await session.execute(
+                select(pa.c.permission_set).where(
+                    pa.c.org_id == caller.org_id, pa.c.user_id == user_id
+                )
+            )
+        }
+        for name in sorted(wanted | held):
+            await assign_permission_set(
+                session,
+                org_id=caller.org_id,
+                user_id=user_id,
+                permission_set=name,
+                assigned=name in wanted,
+            )
+        await audit(
+            session, caller, "user.permission_sets", f"user:{user_id}:{','.join(sorted(wanted))}"
+        )
+    return {"userId": user_id, "permissionSets": sorted(body.permissionSets)}
+
+
+class RoleChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: str | None = Field(default=None, max_length=80)
+
+
+@router.put("/users/{user_id}/role")
+async def set_role(
+    request: Request, user_id: str, body: RoleChange, caller: Admin
+) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        await _user(repo, caller, user_id)
+        role_id = None
+        if body.role:
+            role = await repo.role_by_name(caller.org_id, body.role)
+            if role is None:
+                raise NotFound(f"no role named {body.role!r}")
+            role_id = role["role_id"]
+        await session.execute(
+            update(im.user)
+            .where(im.user.c.org_id == caller.org_id, im.user.c.user_id == user_id)
+            .values(role_id=role_id, updated_at_ms=await read_db_now_ms(session))
+        )
+        await repo.advance_security_epoch(caller.org_id)  # sharing follows the role at once
+        await audit(session, caller, "user.role", f"user:{user_id}:{body.role or ''}")
+    return {"userId": user_id, "role": body.role}
+
+
+@router.get("/permission-sets")
+async def list_permission_sets(request: Request, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request), readonly=True) as session:
+        rows = await MetadataRepository(session).active_definitions(caller.org_id, "permission_set")
+    sets = [PermissionSetDef.model_validate_json(r["body"]) for r in rows]
+    return {"permissionSets": [{"apiName": s.api_name, "label": s.label} for s in sets]}
+
+
+@router.get("/roles")
+async def list_roles(request: Request, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request), readonly=True) as session:
+        rows = list(
+            await session.execute(
+                select(im.role.c.role_id, im.role.c.name, im.role.c.parent_role_id).where(
+                    im.role.c.org_id == caller.org_id
+                )
+            )
+        )
+    names = {r.role_id: r.name for r in rows}
+    return {
+        "roles": [
+            {"name": r.name, "parent": names.get(r.parent_role_id)}
+            for r in sorted(rows, key=lambda r: r.name)
+        ]
+    }
+
+
+# ---------------------------------------------------------------------------- connected apps
+
+
+def _client(row: Any) -> dict[str, Any]:
+    redirect_uris, grant_types, scopes = identity.client_lists(row)
+    return {
+        "clientId": row["client_id"],
+        "name": row["name"],
+        "public": row["secret_hash"] is None,
+        "enabled": bool(row["is_enabled"]),
+        "grantTypes": grant_types,
+        "scopes": scopes,
+        "redirectUris": redirect_uris,
+    }
+
+
+@router.get("/connected-apps")
+async def list_connected_apps(request: Request, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request), readonly=True) as session:
+        rows = await IdentityRepository(session).clients(caller.org_id)
+    return {"connectedApps": [_client(r) for r in rows]}
+
+
+class NewConnectedApp(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255)
+    redirectUris: list[str] = Field(default_factory=list, max_length=20)
+    grantTypes: list[str] = Field(
+        default_factory=lambda: ["authorization_code", "refresh_token"], max_length=10
+    )
+    scopes: list[str] = Field(default_factory=lambda: ["api", "refresh_token"], max_length=20)
+    public: bool = False
+    runAsUsername: str | None = Field(default=None, max_length=255)
+
+
+@router.post("/connected-apps", status_code=201)
+async def create_connected_app(
+    request: Request, body: NewConnectedApp, caller: Admin
+) -> JSONResponse:
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        run_as_id = None
+        if body.runAsUsername:
+            run_as = await repo.user_by_username(body.runAsUsername)
+            if run_as is None or run_as["org_id"] != caller.org_id:
+                raise UnknownUser(f"no user {body.runAsUsername!r}")
+            run_as_id = run_as["user_id"]
+        created = await identity.create_client(
+            repo,
+            org_id=caller.org_id,
+            name=body.name,
+            redirect_uris=body.redirectUris,
+            grant_types=body.grantTypes,
+            scopes=body.scopes,
+            run_as_user_id=run_as_id,
+            confidential=not body.public,
+        )
+        await audit(session, caller, "connected_app.create", f"client:{created.client_id}")
+        row = await repo.client(created.client_id)
+    shown = {**_client(row), "clientSecret": created.client_secret}
+    return JSONResponse(shown, status_code=201, headers={"Cache-Control": "no-store"})
+
+
+@router.post("/connected-apps/{client_id}/disable")
+async def disable_connected_app(request: Request, client_id: str, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request)) as session:
+        repo = IdentityRepository(session)
+        await identity.disable_client(repo, org_id=caller.org_id, client_id=client_id)
+        await audit(session, caller, "connected_app.disable", f"client:{client_id}")
+    return {"clientId": client_id, "enabled": False}
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+@router.get("/users/{user_id}/sessions")
+async def list_sessions(request: Request, user_id: str, caller: Admin) -> dict[str, Any]:
+    """The user's live sessions (never a token)."""
+    s = im.session.c
+    async with unit_of_work(_sessions(request), readonly=True) as session:
+        await _user(IdentityRepository(session), caller, user_id)
+        rows = await session.execute(
+            select(s.session_id, s.client_id, s.auth_method, s.created_at_ms, s.expires_at_ms)
+            .where(
+                s.org_id == caller.org_id,
+                s.user_id == user_id,
+                s.revoked_at_ms.is_(None),
+                s.expires_at_ms > db_now_ms(),
+            )
+            .order_by(s.created_at_ms.desc())
+            .limit(200)
+        )
+        sessions = [
+            {
+                "sessionId": r.session_id,
+                "clientId": r.client_id,
+                "authMethod": r.auth_method,
+                "createdAtMs": int(r.created_at_ms),
+                "expiresAtMs": int(r.expires_at_ms),
+            }
+            for r in rows
+        ]
+    return {"sessions": sessions}
+
+
+@router.post("/sessions/{session_id}/revoke")
+async def revoke_session(request: Request, session_id: str, caller: Admin) -> dict[str, Any]:
+    async with unit_of_work(_sessions(request)) as session:
+        revoked = await identity.revoke(
+            IdentityRepository(session),
+            org_id=caller.org_id,
+            reason="admin_revoked",
+            session_id=session_id,
+        )
+        await audit(
+            session,
+            caller,
+            "session.revoke",
+            f"session:{session_id}",
+            outcome="ok" if revoked else "noop",
+        )
+    return {"sessionId": session_id, "revoked": bool(revoked)}
+
+
+# ---------------------------------------------------------------------------- dead letters
+
+Queue = Literal["inbox", "outbox"]
+
+
+@router.get("/dead-letters")
+async def dead_letters(
+    request: Request, caller: Admin, queue: Queue = "inbox", limit: int = 50
+) -> dict[str, Any]:
+    """Parked (dead or outcome-unknown) commands or after-save actions, newest parking order;
+    `error` is the sanitized class and message recorded at the failure."""
+    service: ServiceState = request.app.state.service
+    async with service.engine.connect() as conn:
+        parked = await operate.list_parked(conn, QUEUES[queue], limit=max(1, min(limit, 500)))
+    return {
+        "deadLetters": [
+            {
+                "id": p.id,
+                "queue": queue,
+                "family": p.family,
+                "queueClass": p.queue_class,
+                "state": p.state,
+                "attempts": p.attempt,
+                "failureClass": p.failure_class,
+                "error": p.error,
+                "createdAtMs": p.created_at,
+                "deadAtMs": p.finished_at,
+                "laneKey": p.lane_key,
+                "halting": p.halting,
+            }
+            for p in parked
+        ]
+    }
+
+
+class Replay(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    queue: Queue = "inbox"
+    ids: list[str] = Field(min_length=1, max_length=operate.MAX_BATCH)
+
+
+@router.post("/dead-letters/replay")
+async def replay_dead_letters(request: Request, body: Replay, caller: Admin) -> dict[str, Any]:
+    service: ServiceState = request.app.state.service
+    async with service.engine.begin() as conn:
+        done = await operate.replay(conn, QUEUES[body.queue], body.ids)
+        for item_id in done.done:
+            await conn.execute(
+                m.operator_audit.insert().values(
+                    org_id=caller.org_id,
+                    audit_id=uuid.uuid4().hex,
+                    at_ms=db_now_ms(),
+                    actor=caller.user_id,
+                    action="replay",
+                    target=f"{body.queue}:{item_id}",
+                    outcome="ok",
+                )
+            )
+    return {"replayed": done.done, "refused": {r.id: r.reason for r in done.refused}}
+
+
+# ---------------------------------------------------------------------------- metadata
+
+
+class NewField(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    object: str = Field(min_length=1, max_length=80)
+    field: dict[str, Any]
+
+
+class NewObject(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    object: dict[str, Any]
+
+
+async def _apply(request: Request, caller: TrustedCall, raw: dict[str, Any], what: str) -> int:
+    service: ServiceState = request.app.state.service
+    try:
+        result = await apply_metadata(service.engine, org_id=caller.org_id, raw=raw)
+    except InvalidMetadata as exc:
+        raise BadRequest(
+            "the metadata is invalid; nothing was applied",
+            code="INVALID_METADATA",
+            fields={p.path: p.message for p in exc.problems[:50]},
+        ) from None
+    async with unit_of_work(service.sessions) as session:
+        await audit(session, caller, "metadata.apply", what)
+    return result.metadata_revision
+
+
+@router.post("/metadata/fields", status_code=201)
+async def add_field(request: Request, body: NewField, caller: Admin) -> dict[str, Any]:
+    """A new field on an existing object, as Runtime domain config (no package)."""
+    service: ServiceState = request.app.state.service
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        objects = await active_objects(MetadataRepository(session), caller.org_id)
+    current = objects.get(body.object.lower())
+    if current is None:
+        raise NotFound(f"no object named {body.object!r}")
+    name = str(body.field.get("api_name", ""))
+    if any(f.api_name.lower() == name.lower() for f in current.all_fields()):
+        raise BadRequest(f"{current.api_name} already has a field {name!r}", code="DUPLICATE")
+    definition = current.model_dump(mode="json", exclude_none=True)
+    definition["fields"] = [*definition.get("fields", []), body.field]
+    revision = await _apply(
+        request, caller, {"objects": [definition]}, f"field:{current.api_name}.{name}"
+    )
+    return {"object": current.api_name, "field": name, "metadataRevision": revision}
+
+
+@router.post("/metadata/objects", status_code=201)
+async def add_object(request: Request, body: NewObject, caller: Admin) -> dict[str, Any]:
+    """A new custom object, as Runtime domain config (no package)."""
+    name = str(body.object.get("api_name", ""))
+    service: ServiceState = request.app.state.service
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        objects = await active_objects(MetadataRepository(session), caller.org_id)
+    if name.lower() in objects:
+        raise BadRequest(f"an object named {name!r} exists", code="DUPLICATE")
+    revision = await _apply(request, caller, {"objects": [body.object]}, f"object:{name}")
+    return {"object": name, "metadataRevision": revision}
