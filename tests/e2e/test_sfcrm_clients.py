@@ -116,6 +116,8 @@ def test_describe_global_and_object(stack: Stack) -> None:
     assert fields["External_Customer_Id__c"]["unique"] is True
     assert fields["AnnualRevenue"]["type"] == "currency"
     assert "Banking" in [p["value"] for p in fields["Industry"]["picklistValues"]]
+    assert fields["Type"]["type"] == "picklist"  # Salesforce's name (sfcrm 1.1.0, ADR 0034)
+    assert "Customer - Direct" in [p["value"] for p in fields["Type"]["picklistValues"]]
     assert any(c["childSObject"] == "Contact" for c in account["childRelationships"])
     contact = {f["name"]: f for f in sf.Contact.describe()["fields"]}
     assert contact["AccountId"]["referenceTo"] == ["Account"]
