@@ -10,7 +10,8 @@ nothing. `step` is meant for `nexus.platform.periodic.every`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import httpx
 
@@ -22,6 +23,7 @@ from nexus.contracts.catalog import (
     SnapshotRejected,
 )
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import every
 from nexus.platform.workload import WORKLOAD_HEADER
 
 log = get_logger(__name__)
@@ -103,3 +105,27 @@ class SnapshotFollower:
             consumer=self.consumer,
             catalog_revision=snapshot.catalog_revision,
         )
+
+
+@asynccontextmanager
+async def following(
+    consumer: Consumer,
+    *,
+    catalog_url: str,
+    token: Callable[[], str],
+    apply: Callable[[Snapshot], Awaitable[None]],
+    interval_s: float,
+    org_id: str | None = None,
+) -> AsyncIterator[SnapshotFollower | None]:
+    """Follow `consumer`'s snapshot every `interval_s` seconds while the block runs (not at
+    all when it is 0), on a client of its own."""
+    if interval_s <= 0:
+        yield None
+        return
+    async with httpx.AsyncClient(trust_env=False) as client:
+        follower = SnapshotFollower(
+            consumer, catalog_url=catalog_url, token=token, client=client, apply=apply
+        )
+        follower.keeper.org_id = org_id
+        async with every(interval_s, follower.step, name=f"catalog-snapshot-{consumer}"):
+            yield follower

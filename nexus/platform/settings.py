@@ -109,6 +109,8 @@ class ApiSettings(BaseSettings):
     model_config = _config()
 
     api_daily_request_limit: Annotated[int, Field(ge=1)] = 100_000
+    #: How often an App service fetches its Catalog snapshot (its App's active release); 0: never.
+    app_catalog_poll_seconds: Annotated[float, Field(ge=0, le=3600)] = 5.0
 
 
 class ReleaseSettings(BaseSettings):

@@ -101,6 +101,7 @@ def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         NEXUS_BOOTSTRAP_ADMIN_PASSWORD=PASSWORD,
         NEXUS_LOG_FORMAT="json",
         NEXUS_INTEGRATION_CATALOG_POLL_SECONDS=POLL,
+        NEXUS_APP_CATALOG_POLL_SECONDS=POLL,
         NEXUS_INGRESS_ROUTE_CACHE_SECONDS="0.2",
         NEXUS_RUNTIME_REPLICA_ID="replica-a",
         NEXUS_RUNTIME_REPLICA_LIVE_SECONDS="60",
@@ -117,6 +118,7 @@ def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     procs = [_start(stack, "--role=runtime-api", port_offset=1)]
     try:
         procs.append(_start(stack, "--role=integration", "--loops=none", port_offset=4))
+        procs.append(_start(stack, "--role=app", "--app=sfcrm", port_offset=5))
         yield stack
     finally:
         for proc in reversed(procs):
@@ -174,6 +176,24 @@ def _routes(stack: Stack) -> dict[str, tuple[bool, str | None]]:
         engine.dispose()
 
 
+def _app_release(stack: Stack) -> dict[str, Any] | None:
+    """What the sfcrm App service reports as the release it follows (its `app` snapshot)."""
+    reply = httpx.get(f"http://127.0.0.1:{stack.base + 5}/version", timeout=10)
+    assert reply.status_code == 200, reply.text
+    release: dict[str, Any] | None = reply.json().get("release")
+    return release
+
+
+def _app_follows(stack: Stack, revision: int, version: str) -> bool:
+    release = _app_release(stack)
+    return (
+        release is not None
+        and release["catalog_revision"] == revision
+        and {"app_id": "hooked", "version": version}.items()
+        <= next((a for a in release["apps"] if a["app_id"] == "hooked"), {}).items()
+    )
+
+
 def test_integration_follows_the_active_snapshot(stack: Stack) -> None:
     catalog = _start(stack, "--role=catalog", port_offset=3)
     try:
@@ -182,6 +202,11 @@ def test_integration_follows_the_active_snapshot(stack: Stack) -> None:
         _until(lambda: _deliver(stack, "hooked", "a") == 200, "hooked/a never served")
         assert _deliver(stack, "hooked", "b") == 200
         assert _routes(stack)["hooked/b"] == (True, "hooked")
+        # the App service follows its own snapshot too
+        _until(
+            lambda: _app_follows(stack, first["catalog_revision"], "1.0.0"),
+            f"the app never reported revision {first['catalog_revision']}: {_app_release(stack)}",
+        )
 
         # a route applied by hand is the operator's: no snapshot ever touches it
         hand = stack.tmp / "hand.yaml"
@@ -192,8 +217,12 @@ def test_integration_follows_the_active_snapshot(stack: Stack) -> None:
         assert applied.returncode == 0, applied.stderr
 
         # 2. a release without route b: b answers 404 (inactive), a and the hand route serve
-        _admin_apply(stack, _package(stack.tmp / "h110", "1.1.0", ["a"]))
+        second = _admin_apply(stack, _package(stack.tmp / "h110", "1.1.0", ["a"]))
         _until(lambda: _deliver(stack, "hooked", "b") == 404, "hooked/b still served")
+        _until(
+            lambda: _app_follows(stack, second["catalog_revision"], "1.1.0"),
+            f"the app never reported 1.1.0: {_app_release(stack)}",
+        )
         assert _deliver(stack, "hooked", "a") == 200
         assert _deliver(stack, "hand", "feed") == 200
         routes = _routes(stack)

@@ -23,8 +23,10 @@ from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
 from nexus.apps.sfcrm.runtime_client import RuntimeClient, runtime_session
+from nexus.contracts.catalog import Snapshot
 from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.roles import Role
+from nexus.platform.catalog_follower import CATALOG_AUDIENCE, following
 from nexus.platform.http import OpsInfo, create_role_app, error_response
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
@@ -113,9 +115,33 @@ def create_app(settings: Settings) -> FastAPI:
         ensure_workload_keys(keys, [WORKLOAD])
     signer = WorkloadSigner.load(keys, WORKLOAD)
     runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
+    release: dict[str, Snapshot] = {}  # the last verified `app` snapshot (docs/adr/0033)
+
+    async def adopt(snapshot: Snapshot) -> None:
+        release["active"] = snapshot
+
+    def active_release() -> dict[str, object] | None:
+        held = release.get("active")
+        if held is None:
+            return None
+        return {"catalog_revision": held.catalog_revision, "apps": held.content.get("apps", [])}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with (
+            following(
+                "app",
+                catalog_url=settings.upstream_url(Role.CATALOG.value),
+                token=lambda: signer.token(CATALOG_AUDIENCE),
+                apply=adopt,
+                interval_s=settings.api.app_catalog_poll_seconds,
+            ),
+            serving_dialect(app),
+        ):
+            yield
+
+    @asynccontextmanager
+    async def serving_dialect(app: FastAPI) -> AsyncIterator[None]:
         client = runtime_session(connections=RUNTIME_CONNECTIONS)
         runtime = RuntimeClient(
             signer=signer,
@@ -139,7 +165,13 @@ def create_app(settings: Settings) -> FastAPI:
             await client.close()
 
     app = create_role_app(
-        OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
+        OpsInfo(
+            role=Role.APP.value,
+            app=APP_NAME,
+            capabilities=CAPABILITIES,
+            release=active_release,
+        ),
+        lifespan=lifespan,
     )
 
     install_dialect_errors(app)
