@@ -9,7 +9,7 @@ import { errorText, useAsync } from "../screens/useAsync";
 export function MetadataPanel() {
   const objects = useAsync(navItems, []);
   const toast = useToast();
-  const [form, setForm] = useState({ object: "", apiName: "", label: "", type: "text", length: "" });
+  const [form, setForm] = useState({ object: "", apiName: "", label: "", type: "text", length: "", layout: true });
   const [errors, setErrors] = useState<{ message?: string; fields?: Record<string, string> }>({});
   const [obj, setObj] = useState({ apiName: "", label: "", plural: "" });
   const [objError, setObjError] = useState<string>();
@@ -19,7 +19,7 @@ export function MetadataPanel() {
   const saveField = async () => {
     setErrors({});
     try {
-      const done = await addField(object, fieldDefinition(form));
+      const done = await addField(object, fieldDefinition(form), form.layout);
       clearMetadataCache();
       toast(`${done.object}.${done.field} added (metadata revision ${done.metadataRevision})`);
       setForm({ ...form, apiName: "", label: "", length: "" });
@@ -59,6 +59,10 @@ export function MetadataPanel() {
               {FIELD_TYPES.map((t) => <option key={t} value={t}>{t}</option>)}
             </select>
           </Field>
+          <label className="field-checkbox">
+            <input type="checkbox" checked={form.layout} onChange={(e) => setForm({ ...form, layout: e.target.checked })} />
+            Add to the page layout
+          </label>
           <div className="actions"><Button type="submit" variant="primary">Add field</Button></div>
         </form>
         {errors.message && (

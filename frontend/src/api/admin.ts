@@ -190,8 +190,10 @@ export function fieldDefinition(form: { apiName: string; label: string; type: st
   return field;
 }
 
-export const addField = (object: string, field: Record<string, unknown>) =>
-  api<{ object: string; field: string; metadataRevision: number }>(`${RUNTIME}/metadata/fields`, json("POST", { object, field }));
+export const addField = (object: string, field: Record<string, unknown>, addToLayout = true) =>
+  api<{ object: string; field: string; metadataRevision: number }>(
+    `${RUNTIME}/metadata/fields`, json("POST", { object, field, addToLayout }),
+  );
 /** A new custom object with a text Name field; its 3-character key prefix comes from `seed`. */
 export function objectDefinition(form: { apiName: string; label: string; plural: string }, seed = Math.random()): Record<string, unknown> {
   const apiName = form.apiName.trim().endsWith("__c") ? form.apiName.trim() : `${form.apiName.trim()}__c`;
