@@ -62,10 +62,14 @@ def route(*, tier: bool) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def where(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("browser-admin")
+
+
+@pytest.fixture(scope="module")
+def stack(where: Path) -> Iterator[Stack]:
     if not DIST.is_file():
         pytest.fail("the browser CRM is not built: run `make frontend`")
-    where = tmp_path_factory.mktemp("browser-admin")
     with sfcrm_stack(where, Backend(name="sqlite")) as running:
         running.nexus(
             "admin",
@@ -77,7 +81,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         running.nexus("hooks", "set-secret", "crm-demo-contacts", "--generate")
         apply_routes(running, where, route(tier=True))
-        running.workdir = where  # type: ignore[attr-defined]
         yield running
 
 
@@ -87,8 +90,7 @@ def apply_routes(stack: Stack, where: Path, routes: dict[str, Any]) -> str:
     return stack.nexus("integration", "apply-routes", str(path))
 
 
-def send(stack: Stack, delivery: str, body: dict[str, Any]) -> None:
-    where: Path = stack.workdir  # type: ignore[attr-defined]
+def send(stack: Stack, where: Path, delivery: str, body: dict[str, Any]) -> None:
     path = where / f"{delivery}.json"
     path.write_text(json.dumps(body))
     out = stack.nexus(
@@ -141,16 +143,33 @@ def contact_list(page: Page, name: str, *, timeout: float = 30_000) -> None:
     expect(page.get_by_role("link", name=name)).to_be_visible()
 
 
-def test_a_signed_webhook_becomes_a_record_in_the_crm(admin: Page, stack: Stack) -> None:
+def test_a_signed_webhook_becomes_a_record_in_the_crm(
+    admin: Page, stack: Stack, where: Path
+) -> None:
     expect(admin.get_by_role("heading", level=1, name="Integration")).to_be_visible()
-    send(stack, f"ok-{TAG}", {"type": "contact.created", "data": {"id": f"ok-{TAG}", "last_name": f"Hopper{TAG}"}})
+    send(
+        stack,
+        where,
+        f"ok-{TAG}",
+        {"type": "contact.created", "data": {"id": f"ok-{TAG}", "last_name": f"Hopper{TAG}"}},
+    )
     contact_list(admin, f"Hopper{TAG}")
 
 
-def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(admin: Page, stack: Stack) -> None:
+def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(
+    admin: Page, stack: Stack, where: Path
+) -> None:
     delivery = f"tier-{TAG}"
     card = "4111111111111111"
-    send(stack, delivery, {"type": "contact.created", "data": {"id": delivery, "last_name": f"Lamarr{TAG}", "tier": TIER, "card": card}})
+    send(
+        stack,
+        where,
+        delivery,
+        {
+            "type": "contact.created",
+            "data": {"id": delivery, "last_name": f"Lamarr{TAG}", "tier": TIER, "card": card},
+        },
+    )
     admin.get_by_role("link", name="Admin", exact=True).click()
     dead = admin.get_by_role("region", name="Dead letters")
     row = dead.get_by_role("row").filter(has_text=delivery)
@@ -160,13 +179,17 @@ def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(admin: Page, 
         dead.get_by_role("button", name="Filter").click()
     expect(row).to_contain_text("crm-demo/contacts v1")
     expect(row).to_contain_text("Runtime answered 400")  # sanitized: class and short message
-    assert card not in admin.content() and TIER not in admin.content()  # never the payload
-    expect(admin.get_by_role("region", name="Queues").get_by_label("routes:crm-demo / contacts")).to_be_visible()
+    shown = admin.content()
+    assert card not in shown  # never the payload
+    assert TIER not in shown
+    expect(
+        admin.get_by_role("region", name="Queues").get_by_label("routes:crm-demo / contacts")
+    ).to_be_visible()
     check_accessibility(admin, "admin integration")
     shot(admin, "admin-integration-dlq")
 
     # the route's mapping changes: a replay would not send what the event was routed by
-    apply_routes(stack, stack.workdir, route(tier=False))  # type: ignore[attr-defined]
+    apply_routes(stack, where, route(tier=False))
     row.get_by_role("button", name=re.compile("^Replay ")).click()
     refusal = dead.get_by_role("alert")
     expect(refusal).to_contain_text("ROUTE_CHANGED")
@@ -174,7 +197,7 @@ def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(admin: Page, 
     shot(admin, "admin-integration-refused")
 
     # the fix: the route maps the tier as before, and Contact gets the field it names
-    apply_routes(stack, stack.workdir, route(tier=True))  # type: ignore[attr-defined]
+    apply_routes(stack, where, route(tier=True))
     add_field(admin, "Contact", "Loyalty Tier", "Loyalty_Tier")
     open_section(admin, "Integration")
     dead = admin.get_by_role("region", name="Dead letters")
