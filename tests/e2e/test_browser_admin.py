@@ -5,7 +5,7 @@ failure with its delivery, has a replay refused while the route's mapping differ
 fail-closed reason is shown), fixes the route and the missing field, replays it in the browser
 and sees the record; an administrator creates a user and a custom field; a user who is not a
 System Administrator gets a clear "not allowed". axe-core on the admin screens; screenshots in
-tests/e2e/screenshots/ (not committed)."""
+tests/e2e/screenshots/admin/ (not committed)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, FilePayload, Page, expect, sync_playwright
 
 from tests.conftest import Backend
 from tests.e2e.sfcrm_stack import ADMIN_PASSWORD, PASSWORD, Stack, sfcrm_stack
@@ -35,6 +35,7 @@ from tests.e2e.test_browser_crm import (
 
 pytestmark = pytest.mark.e2e
 TAG = str(int(time.time()))[-6:]
+APPS = Path(__file__).parents[1] / "fixtures" / "apps"
 TIER = f"Tier{TAG}"
 
 
@@ -104,7 +105,9 @@ def send(stack: Stack, where: Path, delivery: str, body: dict[str, Any]) -> None
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         _missing("Chromium at /usr/bin/chromium (apt-get install chromium)")
-    SHOTS.mkdir(exist_ok=True)
+    (SHOTS / "admin").mkdir(parents=True, exist_ok=True)  # the CRM suite clears SHOTS/*.png
+    for old in (SHOTS / "admin").glob("*.png"):
+        old.unlink()
     with sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
@@ -186,7 +189,7 @@ def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(
         admin.get_by_role("region", name="Queues").get_by_label("routes:crm-demo / contacts")
     ).to_be_visible()
     check_accessibility(admin, "admin integration")
-    shot(admin, "admin-integration-dlq")
+    shot(admin, "admin/integration-dlq")
 
     # the route's mapping changes: a replay would not send what the event was routed by
     apply_routes(stack, where, route(tier=False))
@@ -194,7 +197,7 @@ def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(
     refusal = dead.get_by_role("alert")
     expect(refusal).to_contain_text("ROUTE_CHANGED")
     expect(refusal).to_contain_text("command mapping changed since version 1")
-    shot(admin, "admin-integration-refused")
+    shot(admin, "admin/integration-refused")
 
     # the fix: the route maps the tier as before, and Contact gets the field it names
     apply_routes(stack, where, route(tier=True))
@@ -221,7 +224,7 @@ def add_field(page: Page, object_label: str, label: str, api_name: str) -> None:
 def test_an_admin_adds_a_custom_field_usable_in_the_crm_at_once(admin: Page) -> None:
     add_field(admin, "Account", "Region Code", "Region_Code")
     check_accessibility(admin, "admin metadata")
-    shot(admin, "admin-metadata")
+    shot(admin, "admin/metadata")
     admin.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
     admin.get_by_role("button", name="New", exact=True).click()
     dialog = admin.get_by_role("dialog", name="New Account")
@@ -251,17 +254,41 @@ def test_an_admin_creates_a_user_who_can_sign_in(admin: Page, stack: Stack) -> N
     expect(row).to_contain_text("Sfcrm_Test_Sales")
     expect(row).to_contain_text("Active")
     check_accessibility(admin, "admin users")
-    shot(admin, "admin-users")
+    shot(admin, "admin/users")
     assert stack.token(username, password)  # the password shown once works
 
 
-def test_the_catalog_shows_installed_apps(admin: Page) -> None:
+def bundle(app: str) -> FilePayload:
+    """A package directory as the console uploads it: a JSON `{path: text}` file."""
+    root = APPS / app
+    files = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*.yaml")}
+    return {
+        "name": f"{app}.json",
+        "mimeType": "application/json",
+        "buffer": json.dumps(files).encode(),
+    }
+
+
+def install(page: Page, app: str, app_id: str) -> None:
+    page.get_by_label("Package file").set_input_files(bundle(app))
+    steps = page.get_by_role("list", name=f"install of {app_id}")
+    expect(steps).to_contain_text("ACTIVE", timeout=60_000)
+    expect(page.get_by_role("row").filter(has_text=app_id)).to_contain_text("1.0.0")
+
+
+def test_the_catalog_installs_and_refuses_an_uninstall_others_depend_on(admin: Page) -> None:
     open_section(admin, "Apps")
     row = admin.get_by_role("row").filter(has_text="sfcrm")
     expect(row).to_contain_text("1.0.0")
     expect(row).to_contain_text("sha256:")
+    install(admin, "issue_tracker", "issue-tracker")
+    install(admin, "tracker_sla", "tracker-sla")
+    admin.get_by_role("button", name="Uninstall issue-tracker").click()
+    refused = admin.get_by_role("region", name="Install a package").get_by_role("alert")
+    expect(refused).to_contain_text("installed Apps depend on issue-tracker: tracker-sla")
+    expect(admin.get_by_role("row").filter(has_text="issue-tracker")).to_be_visible()
     check_accessibility(admin, "admin catalog")
-    shot(admin, "admin-catalog")
+    shot(admin, "admin/catalog")
 
 
 def test_a_user_who_is_not_an_administrator_is_not_allowed(browser: Browser, stack: Stack) -> None:
@@ -273,6 +300,11 @@ def test_a_user_who_is_not_an_administrator_is_not_allowed(browser: Browser, sta
         expect(page.get_by_text("You are not allowed to use the admin console")).to_be_visible()
         expect(page.get_by_role("navigation", name="Administration")).to_have_count(0)
         check_accessibility(page, "admin not allowed")
-        shot(page, "admin-not-allowed")
+        shot(page, "admin/not-allowed")
     finally:
         context.close()
+
+
+def test_screenshots_were_saved() -> None:
+    names = {p.name for p in (SHOTS / "admin").glob("*.png")}
+    assert {"integration-dlq.png", "users.png", "metadata.png", "not-allowed.png"} <= names
