@@ -90,8 +90,8 @@ export function Progress({ job }: { job: JobReport }) {
       {known.map((state) => {
         const step = job.steps.find((s) => s.state === state);
         return (
-          <li key={state} className={reached.has(state) ? "step-done" : "step-todo"}>
-            <span aria-hidden="true">{reached.has(state) ? "✓" : "○"}</span> {state}
+          <li key={state} className={state === "FAILED" ? "step-failed" : reached.has(state) ? "step-done" : "step-todo"}>
+            <span aria-hidden="true">{state === "FAILED" ? "✗" : reached.has(state) ? "✓" : "○"}</span> {state}
             {step?.detail && <span className="muted"> — {step.detail}</span>}
           </li>
         );
