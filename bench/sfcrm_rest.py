@@ -11,7 +11,10 @@ A real stack (`nexus up` on free ports, SQLite, set up as tests/e2e/sfcrm_stack.
   token + delegation, as the AppService calls it);
 * a 200-row SOQL page (`SELECT Id, LastName, Email FROM Contact LIMIT 200`), both ways.
 Reports requests/s and p50/p99 per case, and the dialect/direct p50 ratio (the cost of the
-gateway + AppService hops; goal <= 1.4). Prints one JSON document.
+gateway + AppService hops; goal <= 1.4). On Linux also the CPU each stack process (and this
+benchmark's clients) used per request in each case, read from /proc: unlike latency it hardly
+depends on what else the machine runs, and under saturation the p50 ratio follows the ratio of
+CPU per request. Prints one JSON document.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import secrets
 import ssl
@@ -40,6 +44,36 @@ from tests.conftest import Backend
 from tests.e2e.sfcrm_stack import VERSION, Stack, sfcrm_stack
 
 SOQL = "SELECT Id, LastName, Email FROM Contact LIMIT 200"
+#: The stack processes whose CPU is reported per request (plus this process: the clients).
+CPU_ROLES = ("gateway", "app", "runtime-api")
+
+
+def role_pids(var_dir: str) -> dict[str, int]:
+    """The stack's role processes (`nexus serve --role=R`) by role, found by their var dir."""
+    found: dict[str, int] = {}
+    marker = f"NEXUS_VAR_DIR={var_dir}".encode()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        roles = [a[len(b"--role=") :].decode() for a in argv if a.startswith(b"--role=")]
+        if marker in environ and b"serve" in argv and roles and roles[0] in CPU_ROLES:
+            found[roles[0]] = int(entry.name)
+    return found
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds so far of each process (and of this one, as `clients`)."""
+    out: dict[str, float] = {}
+    for name, pid in {**pids, "clients": os.getpid()}.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def make_contacts(stack: Stack, rows: int) -> list[str]:
@@ -67,7 +101,12 @@ def make_contacts(stack: Stack, rows: int) -> list[str]:
 
 
 async def closed_loop(
-    make_client: Any, request: Any, *, concurrency: int, seconds: float
+    make_client: Any,
+    request: Any,
+    *,
+    concurrency: int,
+    seconds: float,
+    pids: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     latencies: list[float] = []
     failures = 0
@@ -84,15 +123,24 @@ async def closed_loop(
                 failures += status != 200
 
     began = time.monotonic()
+    cpu_before = cpu_seconds(pids or {})
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.monotonic() - began
+    cpu_after = cpu_seconds(pids or {})
     cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    n = max(1, len(latencies))
     return {
         "requests": len(latencies),
         "failures": failures,
         "rps": round(len(latencies) / elapsed, 1),
         "p50_ms": round(cuts[49] * 1000, 2),
         "p99_ms": round(cuts[98] * 1000, 2),
+        # includes the clients' start (50 connections) and warm-up requests
+        "cpu_ms_per_request": {
+            name: round((cpu_after[name] - cpu_before[name]) * 1000 / n, 2)
+            for name in cpu_after
+            if name in cpu_before
+        },
     }
 
 
@@ -125,7 +173,9 @@ async def measure(stack: Stack, ids: list[str], concurrency: int, seconds: float
 
     def direct_client() -> httpx.AsyncClient:
         headers = signer.headers("runtime-api", deadline_ms=deadline, delegation=delegation)
-        return httpx.AsyncClient(base_url=runtime, headers=headers, timeout=30)
+        # plain HTTP; `verify=tls` only spares each client loading the default CA bundle
+        # (~50 ms of CPU each, 50 of them inside the measured window)
+        return httpx.AsyncClient(base_url=runtime, headers=headers, timeout=30, verify=tls)
 
     async def dialect_read(client: httpx.AsyncClient) -> int:
         reply = await client.get(
@@ -145,6 +195,7 @@ async def measure(stack: Stack, ids: list[str], concurrency: int, seconds: float
     async def direct_query(client: httpx.AsyncClient) -> int:
         return (await client.post("/internal/v1/runtime/query", json={"soql": SOQL})).status_code
 
+    pids = role_pids(stack.env["NEXUS_VAR_DIR"])
     results: dict[str, Any] = {}
     for name, factory, call in (
         ("read_dialect_https", dialect_client, dialect_read),
@@ -152,10 +203,17 @@ async def measure(stack: Stack, ids: list[str], concurrency: int, seconds: float
         ("query200_dialect_https", dialect_client, dialect_query),
         ("query200_runtime_direct", direct_client, direct_query),
     ):
-        results[name] = await closed_loop(factory, call, concurrency=concurrency, seconds=seconds)
+        results[name] = await closed_loop(
+            factory, call, concurrency=concurrency, seconds=seconds, pids=pids
+        )
     for case in ("read", "query200"):
         direct = results[f"{case}_runtime_direct"]["p50_ms"] or 1e-9
         results[f"{case}_p50_ratio"] = round(results[f"{case}_dialect_https"]["p50_ms"] / direct, 2)
+        served = results[f"{case}_dialect_https"]["cpu_ms_per_request"]
+        alone = results[f"{case}_runtime_direct"]["cpu_ms_per_request"]
+        if alone.get("runtime-api"):
+            stack = sum(served.get(r, 0.0) for r in CPU_ROLES)
+            results[f"{case}_server_cpu_ratio"] = round(stack / alone["runtime-api"], 2)
     return results
 
 

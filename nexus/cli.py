@@ -205,6 +205,7 @@ async def _service_engine(
         application_name=application_name,
         sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+        idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
     )
     try:
         yield engine
@@ -840,36 +841,6 @@ def _catalog_run(settings: Settings, job: Callable[[Any], Awaitable[T]]) -> T:
         raise CliError(f"{exc.code}: {exc.message}{hint}", EXIT_FAILURE) from None
 
 
-async def _sync_routes(settings: Settings, catalog_engine: AsyncEngine) -> str | None:
-    """Integration's consumer of the catalog: the active `integration` snapshot, verified,
-    applied as route declarations (until Integration fetches its snapshot itself)."""
-    from nexus.catalog.service import read_snapshot
-    from nexus.contracts.catalog import SnapshotKeeper
-    from nexus.integration.route_service import apply_routes
-    from nexus.integration.routes import RouteFileError, parse_route_file
-
-    snapshot = await read_snapshot(catalog_engine, consumer="integration")
-    if snapshot is None:
-        return None
-    verified = SnapshotKeeper("integration").offer(snapshot.model_dump())
-    routes = [
-        {k: v for k, v in route.items() if k != "owner"} for route in verified.content["routes"]
-    ]
-    if not routes:
-        return None
-    try:
-        route_file = parse_route_file({"org_id": verified.org_id, "routes": routes})
-    except RouteFileError as exc:
-        return f"integration routes refused: {exc.problems[:3]}"
-    async with _service_engine(settings, LogicalService.INTEGRATION, "nexus-catalog") as engine:
-        applied = await apply_routes(engine, org_id=verified.org_id, route_file=route_file)
-    changed = sum(1 for r in applied if r.changed)
-    return (
-        f"integration: {len(applied)} route(s) from CatalogRevision "
-        f"{verified.catalog_revision} (checksum verified), {changed} changed"
-    )
-
-
 def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool = False) -> int:
     from nexus.catalog.console import ConsoleError, drive, load_or_report
     from nexus.catalog.errors import AlreadyInstalled
@@ -889,9 +860,6 @@ def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool =
         else:
             title = f"apply {package.manifest.app_id} {package.manifest.version}"
             await drive(ctx, org_id, job_id, sys.stdout, title=title)
-        line = await _sync_routes(settings, ctx.engine)
-        if line:
-            print(line, flush=True)
 
     _catalog_run(settings, job)
     return 0
@@ -984,23 +952,55 @@ def _install_builtin_apps(settings: Settings) -> None:
         )
 
 
+async def _demo_batch(
+    session: Any, *, view: Any, access: Any, caller: Any, object_name: str, items: list[Any]
+) -> tuple[list[str], int]:
+    """Create the sample records a load has not created yet (found by their external id);
+    the id of every item, and how many were created."""
+    import re
+
+    from nexus.apps.sfcrm.demo import DEMO_KEY
+    from nexus.contracts.records import MutateRequest
+    from nexus.runtime.query.engine import run_query
+    from nexus.runtime.records.mutate import mutate
+
+    keys = [str(item.fields[DEMO_KEY]) for item in items]
+    if not all(re.fullmatch(r"[a-z0-9-]+", k) for k in keys):  # nothing to quote in SOQL
+        raise CliError("sample data keys are demo-<object>-<n>", EXIT_FAILURE)
+    listed = ", ".join(f"'{k}'" for k in keys)
+    soql = f"SELECT Id, {DEMO_KEY} FROM {object_name} WHERE {DEMO_KEY} IN ({listed})"  # noqa: S608 - SOQL of checked keys
+    page = await run_query(session, view=view, access=access, soql=soql, page_size=len(keys))
+    known = {str(r[DEMO_KEY]): str(r["Id"]) for r in page.records}
+    found = [known.get(k) for k in keys]
+    missing = [item for item, there in zip(items, found, strict=True) if not there]
+    if not missing:
+        return [str(k) for k in found], 0
+    request = MutateRequest(items=missing, all_or_none=True)
+    result = await mutate(session, view=view, access=access, caller=caller, request=request)
+    failed = [r for r in result.results if not r.success]
+    if failed:
+        errors = failed[0].errors[0] if failed[0].errors else None
+        detail = f"{errors.category}: {errors.message}" if errors else "refused"
+        raise CliError(f"{object_name}: {detail}", EXIT_FAILURE)
+    created = iter(str(r.id) for r in result.results)
+    return [k or next(created) for k in found], len(missing)
+
+
 def cmd_demo_load(args: argparse.Namespace) -> int:
     """Sample records through Runtime's record operations, as a named user (permissions,
     validation rules and flows apply as for any caller)."""
     from nexus.apps.sfcrm.demo import demo_batches
     from nexus.contracts.errors import NexusError
     from nexus.contracts.identity import TrustedCall
-    from nexus.contracts.records import MutateRequest
     from nexus.identity.repository import IdentityRepository
     from nexus.platform.db import session_factory, unit_of_work
     from nexus.runtime.access import load_access
     from nexus.runtime.metadata.view import MetadataCache
-    from nexus.runtime.records.mutate import mutate
 
     settings = load_settings()
 
-    async def run() -> dict[str, int]:
-        counts: dict[str, int] = {}
+    async def run() -> dict[str, list[int]]:
+        counts: dict[str, list[int]] = {}  # object -> [created, already there]
         cache = MetadataCache()
         async with _service_engine(settings, LogicalService.RUNTIME, "nexus-demo") as engine:
             sessions = session_factory(engine)
@@ -1029,28 +1029,27 @@ def cmd_demo_load(args: argparse.Namespace) -> int:
                         )
                     access = await load_access(session, caller.org_id, caller.user_id)
                     items = build(ids)
-                    result = await mutate(
+                    batch_ids, created = await _demo_batch(
                         session,
                         view=view,
                         access=access,
                         caller=caller,
-                        request=MutateRequest(items=items, all_or_none=True),
+                        object_name=object_name,
+                        items=items,
                     )
-                failed = [r for r in result.results if not r.success]
-                if failed:
-                    errors = failed[0].errors[0] if failed[0].errors else None
-                    detail = f"{errors.category}: {errors.message}" if errors else "refused"
-                    raise CliError(f"{object_name}: {detail}", EXIT_FAILURE)
-                ids.setdefault(object_name, []).extend(str(r.id) for r in result.results)
-                counts[object_name] = counts.get(object_name, 0) + len(result.results)
+                ids.setdefault(object_name, []).extend(batch_ids)
+                count = counts.setdefault(object_name, [0, 0])
+                count[0] += created
+                count[1] += len(items) - created
         return counts
 
     try:
         counts = asyncio.run(run())
     except NexusError as exc:
         raise CliError(f"{exc.code}: {exc.message}", EXIT_FAILURE) from None
-    for name, count in counts.items():
-        print(f"{name}: {count} record(s) created")
+    for name, (created, existing) in counts.items():
+        there = f", {existing} already there" if existing else ""
+        print(f"{name}: {created} record(s) created{there}")
     return 0
 
 

@@ -32,6 +32,7 @@ export type Route =
   | { name: "list"; object: string; view: string | null }
   | { name: "record"; object: string; id: string }
   | { name: "callback" }
+  | { name: "admin"; section: string }
   | { name: "notFound" };
 
 export function parseRoute(path: string): Route {
@@ -42,6 +43,7 @@ export function parseRoute(path: string): Route {
   if (parts[0] === "o" && parts.length === 2) {
     return { name: "list", object: parts[1], view: new URLSearchParams(path.split("?")[1] ?? "").get("view") };
   }
+  if (parts[0] === "admin" && parts.length <= 2) return { name: "admin", section: parts[1] ?? "integration" };
   if (parts[0] === "r" && parts.length === 3) return { name: "record", object: parts[1], id: parts[2] };
   return { name: "notFound" };
 }

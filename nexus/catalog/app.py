@@ -50,6 +50,8 @@ def catalog_context(
         runtime=runtime,
         failpoint=settings.core.failpoint,
         extra_capabilities=integration_capabilities,
+        lease_ms=int(settings.releases.catalog_writer_lease_seconds * 1000),
+        replica_ack_timeout_s=settings.releases.catalog_replica_ack_timeout_seconds,
     )
 
 

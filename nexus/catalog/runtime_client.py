@@ -14,10 +14,12 @@ import httpx
 
 from nexus.contracts.catalog import (
     RELEASE_PREPARE_PATH,
+    RELEASE_REPLICAS_PATH,
     RELEASE_SCHEMA_PATH,
     RELEASE_STATE_PATH,
     ReleaseRequest,
     ReleaseState,
+    ReplicaAcks,
 )
 from nexus.contracts.errors import BadRequest, UpstreamError
 from nexus.platform.workload import WorkloadSigner
@@ -59,6 +61,9 @@ class RuntimeReleases:
         return ReleaseState.model_validate(
             await self._post(RELEASE_PREPARE_PATH, request.model_dump(mode="json"))
         )
+
+    async def replicas(self) -> ReplicaAcks:
+        return ReplicaAcks.model_validate(await self._post(RELEASE_REPLICAS_PATH, {}))
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         deadline_ms = int((time.time() + self.timeout_s) * 1000)

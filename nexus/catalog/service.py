@@ -18,11 +18,15 @@ newer revision pointing at older content: nothing is ever decremented.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 import os
+import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +44,7 @@ from nexus.catalog.errors import (
 from nexus.catalog.loader import Package
 from nexus.catalog.release import Release, release_from_body
 from nexus.catalog.repository import CatalogRepository
-from nexus.catalog.runtime_client import RuntimeRefused, RuntimeReleases
+from nexus.catalog.runtime_client import RuntimeRefused, RuntimeReleases, RuntimeUnavailable
 from nexus.catalog.snapshots import build_projections
 from nexus.contracts.catalog import (
     Consumer,
@@ -52,6 +56,7 @@ from nexus.contracts.catalog import (
 from nexus.contracts.errors import NexusError
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
 from nexus.platform.observability import get_logger
+from nexus.platform.periodic import unless_cancelled
 
 STATES = (
     "DRAFT",
@@ -66,6 +71,8 @@ STATES = (
 NEXT = dict(itertools.pairwise(STATES))
 FAILPOINT_PREFIX = "catalog.after."
 DEFAULT_LEASE_MS = 300_000
+DEFAULT_REPLICA_ACK_TIMEOUT_S = 30.0
+REPLICA_POLL_S = 0.2
 log = get_logger(__name__)
 
 Progress = Callable[[str, str], None]
@@ -81,6 +88,8 @@ class CatalogContext:
     failpoint: str | None = None
     #: capabilities provided beside Runtime's (Integration's, from its /version)
     extra_capabilities: Callable[[], Awaitable[list[str]]] | None = None
+    #: RUNTIME_PREPARED waits this long for every live runtime-api replica's acknowledgement
+    replica_ack_timeout_s: float = DEFAULT_REPLICA_ACK_TIMEOUT_S
 
 
 @dataclass
@@ -302,7 +311,8 @@ class _Runner:
         while job["state"] not in ("ACTIVE", "FAILED"):
             target = NEXT[job["state"]]
             try:
-                detail = await getattr(self, f"_to_{target.lower()}")(job)
+                async with self._renewing(job):
+                    detail = await getattr(self, f"_to_{target.lower()}")(job)
             except _MovedOn:
                 log.info("catalog.job_moved_on", job_id=self.job_id)
                 return JobResult.of(await self.job())
@@ -316,6 +326,41 @@ class _Runner:
         result = JobResult.of(job)
         result.kept_overrides = self.kept
         return result
+
+    @asynccontextmanager
+    async def _renewing(self, job: RowMapping) -> AsyncIterator[None]:
+        """Renew the job's writer lease every third of its duration while a step runs (a
+        long schema change or metadata apply must not let the lease lapse mid-step)."""
+        token = job["fencing_token"]
+        if token is None:
+            yield
+            return
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.ctx.lease_ms / 3000)
+                try:
+                    async with unit_of_work(self.sessions) as session:
+                        held = await CatalogRepository(session).renew_writer(
+                            org_id=self.org_id,
+                            job_id=self.job_id,
+                            token=token,
+                            lease_ms=self.ctx.lease_ms,
+                        )
+                except Exception as exc:  # noqa: BLE001 - try again at the next third
+                    unless_cancelled()
+                    log.warning("catalog.lease_renewal_failed", error=type(exc).__name__)
+                    continue
+                if not held:
+                    return  # taken over: the step's transition will refuse to advance
+
+        task = asyncio.create_task(renew(), name=f"lease-{self.job_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _failpoint(self, state: str) -> None:
         if self.ctx.failpoint == f"{FAILPOINT_PREFIX}{state}":
@@ -583,9 +628,11 @@ class _Runner:
         )
         state = await self.ctx.runtime.prepare(request)
         self.kept = state.kept_overrides
+        replicas = await self._acknowledged(int(job["catalog_revision"]))
         detail = (
             f"{len(state.changed)} definition(s) changed, SchemaGeneration "
-            f"{state.schema_generation}, SecurityEpoch {state.security_epoch}"
+            f"{state.schema_generation}, SecurityEpoch {state.security_epoch}, "
+            f"{replicas} runtime-api replica(s) acknowledged"
         )
         if state.kept_overrides:
             detail += f", kept {len(state.kept_overrides)} customization(s)"
@@ -599,6 +646,23 @@ class _Runner:
                 security_epoch=state.security_epoch,
             )
         return detail
+
+    async def _acknowledged(self, revision: int) -> int:
+        """Wait until every live runtime-api replica preloaded `revision`; how many are live.
+        RuntimeUnavailable naming the missing replicas when the timeout passes first (the
+        job stays at SNAPSHOT_PUBLISHED and resumes from there)."""
+        deadline = time.monotonic() + self.ctx.replica_ack_timeout_s
+        while True:
+            acks = await self.ctx.runtime.replicas()
+            missing = acks.missing(revision)
+            if not missing:
+                return sum(1 for r in acks.replicas if r.live)
+            if time.monotonic() >= deadline:
+                raise RuntimeUnavailable(
+                    f"runtime-api replica(s) {', '.join(missing)} did not acknowledge "
+                    f"CatalogRevision {revision} within {self.ctx.replica_ack_timeout_s:g} s"
+                )
+            await asyncio.sleep(REPLICA_POLL_S)
 
     async def _to_active(self, job: RowMapping) -> str:
         revision = int(job["catalog_revision"])

@@ -20,6 +20,7 @@ SNAPSHOT_PATH = "/internal/v1/catalog/snapshot"
 RELEASE_STATE_PATH = "/internal/v1/runtime/releases/state"
 RELEASE_SCHEMA_PATH = "/internal/v1/runtime/releases/schema"
 RELEASE_PREPARE_PATH = "/internal/v1/runtime/releases/prepare"
+RELEASE_REPLICAS_PATH = "/internal/v1/runtime/releases/replicas"
 RELEASES_CAPABILITY = "runtime.releases"
 Consumer = Literal["runtime", "integration", "app"]
 CONSUMERS: tuple[Consumer, ...] = ("runtime", "integration", "app")
@@ -172,3 +173,22 @@ class ReleaseState(BaseModel):
     changed: list[str] = Field(default_factory=list)
     #: the newest catalog revision whose runtime snapshot this replica verified
     verified_catalog_revision: int = 0
+
+
+class ReplicaAck(BaseModel):
+    """One runtime-api replica: the CatalogRevision it preloaded, and whether it is live
+    (heard from within Runtime's live window, by the database clock)."""
+
+    replica_id: str
+    prepared_revision: int
+    live: bool
+
+
+class ReplicaAcks(BaseModel):
+    replicas: list[ReplicaAck] = Field(default_factory=list)
+
+    def missing(self, revision: int) -> list[str]:
+        """The live replicas that have not acknowledged `revision` yet."""
+        return sorted(
+            r.replica_id for r in self.replicas if r.live and r.prepared_revision < revision
+        )

@@ -1,6 +1,6 @@
 """Wire models of the operational endpoints every role serves."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,8 @@ class VersionInfo(BaseModel):
     engine_generation: int
     capabilities: list[str]
     route_table_version: str | None = None
+    #: an App service: the active release it follows (from its verified Catalog snapshot)
+    release: dict[str, Any] | None = None
 
 
 class Health(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
+import aiohttp
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
-from nexus.gateway.proxy import forward, upstream_client
+from nexus.gateway.proxy import forward, upstream_session, upstream_timeout
 from nexus.gateway.route_table import RouteTable, load_route_table
 from nexus.gateway.static import StaticBundle, default_static_root
 from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app, error_response
@@ -29,33 +29,35 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
     gw = settings.gateway
     static_root = gw.gateway_static_root or default_static_root()
     bundles = {name: StaticBundle(name, static_root) for name in table.static_bundles}
+    timeout = upstream_timeout(
+        timeout=gw.gateway_upstream_timeout_seconds,
+        connect_timeout=gw.gateway_connect_timeout_seconds,
+    )
+    readiness_timeout = aiohttp.ClientTimeout(total=gw.gateway_readiness_timeout_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.client = upstream_client(
-            timeout=gw.gateway_upstream_timeout_seconds,
-            connect_timeout=gw.gateway_connect_timeout_seconds,
-        )
+        app.state.session = upstream_session()
         try:
             yield
         finally:
-            await app.state.client.aclose()
+            await app.state.session.close()
 
     def upstream_ready(name: str) -> ReadinessCheck:
         async def check() -> CheckResult:
             result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
-            client: httpx.AsyncClient | None = getattr(app.state, "client", None)
-            if client is None:
+            session: aiohttp.ClientSession | None = getattr(app.state, "session", None)
+            if session is None:
                 return result
             try:
-                reply = await client.get(
-                    f"{upstream_urls[name]}/readyz", timeout=gw.gateway_readiness_timeout_seconds
-                )
-            except httpx.TimeoutException:
+                async with session.get(
+                    f"{upstream_urls[name]}/readyz", timeout=readiness_timeout
+                ) as reply:
+                    ok = reply.status == 200
+            except TimeoutError:
                 return result.model_copy(update={"detail": "timeout"})
-            except httpx.HTTPError as exc:
+            except aiohttp.ClientError as exc:
                 return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
-            ok = reply.status_code == 200
             return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
 
         return check
@@ -84,7 +86,8 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
         request.scope["nexus.route_label"] = f"proxy:{upstream}"
         return await forward(
             request,
-            client=app.state.client,
+            session=app.state.session,
+            upstream_limits=timeout,
             route=route,
             base_url=upstream_urls[upstream],
             body_limit=gw.gateway_body_limit_bytes,

@@ -9,11 +9,9 @@ with the JSON error body every Nexus role uses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
+import yarl
 from prometheus_client import Counter
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -38,6 +36,8 @@ HOP_BY_HOP = frozenset(
         "host",
     }
 )
+#: Upstream answer headers the gateway does not relay (it sets its own request id).
+RESPONSE_SKIPPED = HOP_BY_HOP | {REQUEST_ID_HEADER}
 #: Headers that only Nexus roles set for one another; a client can never supply them.
 INTERNAL_HEADER_PREFIX = "x-nexus-"
 
@@ -79,57 +79,33 @@ class _LimitedBody:
 
 
 def _failure_kind(exc: BaseException) -> str:
-    """Classify a failed upstream exchange: `connect` (502), `timeout` (504), `broken` (502).
-
-    Looks through the exception chain, since the transport wraps its own exceptions.
-    """
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and len(chain) < 8:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    if any(
-        isinstance(e, aiohttp.ConnectionTimeoutError | aiohttp.ClientConnectorError) for e in chain
-    ):
+    """Classify a failed upstream exchange: `connect` (502), `timeout` (504), `broken` (502)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ClientConnectorError):
         return "connect"
-    if any(isinstance(e, aiohttp.ServerTimeoutError | TimeoutError) for e in chain):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) and len(chain) == 1:
-        return "connect"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
         return "timeout"
     return "broken"
 
 
-def _never_stored() -> CookieJar:
-    """A cookie jar that refuses every cookie: the gateway is shared by all callers, so one
-    caller's Set-Cookie must never ride along on another caller's request."""
-    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+def upstream_session(*, connections: int = UPSTREAM_POOL_LIMIT) -> aiohttp.ClientSession:
+    """The gateway's one upstream pool: aiohttp, no cookie jar (cookies pass through as plain
+    headers, so one caller's Set-Cookie never rides along on another caller's request), no
+    proxies or settings from the environment, no decompression.
 
-
-def upstream_client(*, timeout: float, connect_timeout: float) -> httpx.AsyncClient:
-    """The gateway's one upstream client: httpx's API over an aiohttp connection pool.
-
-    Neither layer keeps cookies; cookies pass through as plain headers.
-
-    httpcore's pool costs grow with the number of pooled connections (measured here: 250
-    req/s at 32 concurrent requests against 3,000 with aiohttp's pool); see ADR 0007.
+    httpcore's pool costs grow with the number of pooled connections (ADR 0007); httpx's API
+    on top of aiohttp cost about a third of the gateway's CPU per proxied request (ADR 0035).
     """
-    transport = AiohttpTransport(
-        client=lambda: aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=UPSTREAM_POOL_LIMIT, keepalive_timeout=30),
-            auto_decompress=False,
-            trust_env=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-    )
-    return httpx.AsyncClient(
-        transport=transport,
-        cookies=_never_stored(),
-        timeout=httpx.Timeout(timeout, connect=connect_timeout),
-        follow_redirects=False,
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections, keepalive_timeout=30),
+        auto_decompress=False,
         trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
     )
+
+
+def upstream_timeout(*, timeout: float, connect_timeout: float) -> aiohttp.ClientTimeout:
+    """`timeout` between reads of the upstream's answer, `connect_timeout` to connect."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=timeout)
 
 
 def _request_headers(request: Request, request_id: str) -> list[tuple[str, str]]:
@@ -159,7 +135,8 @@ def _has_body(request: Request) -> bool:
 async def forward(
     request: Request,
     *,
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
+    upstream_limits: aiohttp.ClientTimeout,
     route: Route,
     base_url: str,
     body_limit: int,
@@ -172,17 +149,20 @@ async def forward(
 
     raw_path = request.scope.get("raw_path") or request.url.path.encode()
     path = route.upstream_path(raw_path.decode("latin-1"))
-    query = request.scope.get("query_string", b"")
-    target = httpx.URL(base_url).copy_with(
-        raw_path=path.encode("latin-1") + (b"?" + query if query else b"")
-    )
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    target = yarl.URL(base_url + path + ("?" + query if query else ""))
     body = _LimitedBody(request, body_limit) if _has_body(request) else None
-    upstream_request = client.build_request(
-        request.method, target, headers=_request_headers(request, request_id), content=body
-    )
     try:
-        upstream = await client.send(upstream_request, stream=True)
-    except (httpx.HTTPError, aiohttp.ClientError, _BodyTooLarge, TimeoutError) as exc:
+        upstream = await session.request(
+            request.method,
+            target,
+            headers=_request_headers(request, request_id),
+            data=body,
+            allow_redirects=False,
+            compress=None,
+            timeout=upstream_limits,
+        )
+    except (aiohttp.ClientError, _BodyTooLarge, TimeoutError) as exc:
         if body is not None and body.exceeded:
             UPSTREAM_REQUESTS.labels(route.upstream, "rejected_413").inc()
             raise PayloadTooLarge(f"request body exceeds the limit of {body_limit} bytes") from None
@@ -193,30 +173,32 @@ async def forward(
             raise UpstreamTimeout(f"upstream {route.upstream} did not answer in time") from None
         raise UpstreamError(f"upstream {route.upstream} is not reachable") from None
 
-    UPSTREAM_REQUESTS.labels(route.upstream, str(upstream.status_code)).inc()
-    response_headers = [
-        (k, v)
-        for k, v in upstream.headers.multi_items()
-        if k.lower() not in HOP_BY_HOP and k.lower() != REQUEST_ID_HEADER
+    UPSTREAM_REQUESTS.labels(route.upstream, str(upstream.status)).inc()
+    raw_headers = [
+        (k.lower(), v)
+        for k, v in upstream.raw_headers
+        if k.lower().decode("latin-1") not in RESPONSE_SKIPPED
     ]
-    declared_length = upstream.headers.get("content-length", "")
-    if declared_length.isdigit() and int(declared_length) <= BUFFERED_RESPONSE_LIMIT:
+    if upstream.content_length is not None and upstream.content_length <= BUFFERED_RESPONSE_LIMIT:
         # Small, sized answers are read whole: no streaming task per response.
         try:
-            content = b"".join([chunk async for chunk in upstream.aiter_raw()])
-        except (httpx.HTTPError, aiohttp.ClientError, TimeoutError):
+            content = await upstream.read()
+        except (aiohttp.ClientError, TimeoutError):
             UPSTREAM_REQUESTS.labels(route.upstream, "broken_response").inc()
             raise UpstreamError(f"upstream {route.upstream} broke off its answer") from None
         finally:
-            await upstream.aclose()
-        response: Response = Response(content, status_code=upstream.status_code)
+            upstream.release()
+        response: Response = Response(content, status_code=upstream.status)
     else:
         response = StreamingResponse(
-            upstream.aiter_raw(),
-            status_code=upstream.status_code,
-            background=BackgroundTask(upstream.aclose),
+            _relay(upstream),
+            status_code=upstream.status,
+            background=BackgroundTask(upstream.release),
         )
-    response.raw_headers = [
-        (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response_headers
-    ]
+    response.raw_headers = raw_headers
     return response
+
+
+async def _relay(upstream: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    async for chunk in upstream.content.iter_any():
+        yield chunk

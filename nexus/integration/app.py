@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.admin_endpoints import router as admin_router
+from nexus.integration.catalog_sync import following_catalog
 from nexus.integration.endpoints import HOOKS_PREFIX, HooksEndpoint
 from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteThreadStore
 from nexus.integration.loops import IntegrationLoops
@@ -48,6 +49,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             application_name=f"nexus-integration-{purpose}",
             pool_size=pool_size,
             connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+            idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         )
 
@@ -141,6 +143,11 @@ async def _operating(
             runtime_url=settings.upstream_url("runtime-api"),
             signer=workload_signer(settings, "integration"),
             client=client,
+        )
+        app.state.catalog_follower = await stack.enter_async_context(
+            following_catalog(
+                settings, loops_engine, client, on_change=app.state.ingress.routes.invalidate
+            )
         )
         if loops == "all":
             await stack.enter_async_context(

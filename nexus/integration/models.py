@@ -63,6 +63,8 @@ route = Table(
     Column("digest", String(64), nullable=False),
     Column("active", Boolean, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
+    #: the App whose Catalog snapshot declared it (docs/adr/0033); NULL: applied by hand
+    Column("owner", String(64), nullable=True),
 )
 
 #: Every version a route has had (immutable, written by `apply`): a replay proves that an

@@ -27,19 +27,34 @@ class AppliedRoute:
     active: bool
 
 
+@dataclass(frozen=True)
+class StoredRoute:
+    key: tuple[str, str]
+    digest: str
+    active: bool
+    owner: str | None
+    declaration: RouteDeclaration
+
+
 class RouteRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def apply(self, *, org_id: str, declaration: RouteDeclaration) -> AppliedRoute:
-        """Store a declaration; its version grows by one when its content changed."""
+    async def apply(
+        self, *, org_id: str, declaration: RouteDeclaration, owner: str | None = None
+    ) -> AppliedRoute:
+        """Store a declaration; its version grows by one when its content changed. `owner`
+        (the declaring App, from a Catalog snapshot) is recorded when given; a hand apply
+        leaves an existing route's owner as it is."""
         t = m.route
         key = (
             (t.c.org_id == org_id)
             & (t.c.connector == declaration.connector)
             & (t.c.route_key == declaration.route)
         )
-        current = (await self.session.execute(select(t.c.version, t.c.digest).where(key))).first()
+        current = (
+            await self.session.execute(select(t.c.version, t.c.digest, t.c.owner).where(key))
+        ).first()
         digest = declaration.digest()
         now = await read_db_now_ms(self.session)
         values = {
@@ -48,6 +63,8 @@ class RouteRepository:
             "active": declaration.active,
             "updated_at_ms": now,
         }
+        if owner is not None:
+            values["owner"] = owner
         if current is None:
             await self.session.execute(
                 t.insert().values(
@@ -61,6 +78,8 @@ class RouteRepository:
             version, changed = 1, True
         elif current.digest == digest:
             version, changed = int(current.version), False
+            if owner is not None and current.owner != owner:
+                await self.session.execute(update(t).where(key).values(owner=owner))
         else:
             version, changed = int(current.version) + 1, True
             result = await self.session.execute(
@@ -78,7 +97,7 @@ class RouteRepository:
                     connector=declaration.connector,
                     route_key=declaration.route,
                     version=version,
-                    body=values["body"],
+                    body=declaration.canonical(),
                     digest=digest,
                     applied_at_ms=now,
                 )
@@ -86,6 +105,25 @@ class RouteRepository:
         return AppliedRoute(
             declaration.connector, declaration.route, version, changed, declaration.active
         )
+
+    async def stored_routes(self, *, org_id: str) -> list[StoredRoute]:
+        """Every route of the org, active or not, with its owner."""
+        t = m.route
+        rows = await self.session.execute(
+            select(t.c.connector, t.c.route_key, t.c.digest, t.c.active, t.c.owner, t.c.body)
+            .where(t.c.org_id == org_id)
+            .order_by(t.c.connector, t.c.route_key)
+        )
+        return [
+            StoredRoute(
+                key=(row.connector, row.route_key),
+                digest=row.digest,
+                active=bool(row.active),
+                owner=row.owner,
+                declaration=RouteDeclaration.model_validate_json(row.body),
+            )
+            for row in rows
+        ]
 
     async def active_routes(self, *, org_id: str | None) -> list[ActiveRoute]:
         t = m.route

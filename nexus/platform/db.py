@@ -73,12 +73,13 @@ def create_engine(
     pool_size: int = 10,
     connect_timeout_seconds: float = 5.0,
     sqlite_busy_timeout_ms: int = 5000,
+    idle_write_transaction_timeout_seconds: int = 60,
 ) -> AsyncEngine:
     """An engine for one logical service, labelled with the process's role."""
     parsed = parse_database_url(url)
     if parsed.drivername.startswith("sqlite"):
         return _sqlite_engine(url, parsed.database or "", sqlite_busy_timeout_ms)
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
@@ -92,6 +93,24 @@ def create_engine(
             "charset": "utf8mb4",
         },
     )
+    if idle_write_transaction_timeout_seconds:
+        _bound_idle_write_transactions(engine.sync_engine, idle_write_transaction_timeout_seconds)
+    return engine
+
+
+def _bound_idle_write_transactions(engine: Engine, seconds: int) -> None:
+    """On MariaDB, each new connection gets `idle_write_transaction_timeout` (MySQL and TiDB
+    have no such variable under that name: left alone there)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT VERSION()")
+            if "mariadb" in str(cursor.fetchone()[0]).lower():
+                cursor.execute(f"SET SESSION idle_write_transaction_timeout = {int(seconds)}")
+        finally:
+            cursor.close()
 
 
 def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine:

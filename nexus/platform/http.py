@@ -198,6 +198,8 @@ class OpsInfo:
     app: str | None = None
     route_table_version: str | None = None
     readiness_checks: list[ReadinessCheck] = field(default_factory=list)
+    #: what /version reports as the active release (an App service's verified snapshot)
+    release: Callable[[], dict[str, Any] | None] = lambda: None
 
 
 def ops_router(info: OpsInfo) -> APIRouter:
@@ -223,6 +225,7 @@ def ops_router(info: OpsInfo) -> APIRouter:
             engine_generation=ENGINE_GENERATION,
             capabilities=list(info.capabilities),
             route_table_version=info.route_table_version,
+            release=info.release(),
         )
 
     @router.get("/metrics")

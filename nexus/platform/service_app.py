@@ -51,6 +51,7 @@ def create_service_app(
             application_name=f"nexus-{role.value}",
             pool_size=settings.db.db_pool_size,
             connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+            idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         )
         app.state.service = holder["state"] = ServiceState(engine)

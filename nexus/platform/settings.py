@@ -58,6 +58,11 @@ class DatabaseSettings(BaseSettings):
     sqlite_busy_timeout_ms: Annotated[int, Field(ge=0, le=600_000)] = 5000
     db_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
     db_connect_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 5.0
+    #: MariaDB: a connection that holds a write transaction and sends nothing for this long
+    #: is closed by the server and its transaction rolled back, so a frozen process (a
+    #: paused VM, a stopped container) cannot keep row locks that no lease can take back.
+    #: 0 disables. (MySQL and TiDB: not applied.)
+    db_idle_write_transaction_timeout_seconds: Annotated[int, Field(ge=0, le=86_400)] = 60
 
     @field_validator("runtime_database_url", "catalog_database_url", "integration_database_url")
     @classmethod
@@ -104,6 +109,26 @@ class ApiSettings(BaseSettings):
     model_config = _config()
 
     api_daily_request_limit: Annotated[int, Field(ge=1)] = 100_000
+    #: How often an App service fetches its Catalog snapshot (its App's active release); 0: never.
+    app_catalog_poll_seconds: Annotated[float, Field(ge=0, le=3600)] = 5.0
+
+
+class ReleaseSettings(BaseSettings):
+    """App releases (docs/adr/0034): runtime-api replicas acknowledging a prepared release,
+    and Catalog's writer lease."""
+
+    model_config = _config()
+
+    #: This runtime-api replica's name in acknowledgements (default: host name and pid).
+    runtime_replica_id: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    #: How often a replica records that it is alive and preloads a newly prepared release.
+    runtime_replica_heartbeat_seconds: Annotated[float, Field(gt=0, le=60)] = 1.0
+    #: A replica not heard from for this long is not waited for.
+    runtime_replica_live_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    #: RUNTIME_PREPARED waits this long for every live replica to acknowledge the release.
+    catalog_replica_ack_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    #: A release job's writer lease on its org; renewed while a long step runs.
+    catalog_writer_lease_seconds: Annotated[float, Field(ge=1, le=86_400)] = 300.0
 
 
 class UpstreamSettings(BaseSettings):
@@ -166,6 +191,9 @@ class IntegrationSettings(BaseSettings):
     loops_pool_size: Annotated[int, Field(ge=1, le=200)] = 4
     #: How long a resolved route (and its secrets) is reused before it is read again.
     ingress_route_cache_seconds: Annotated[float, Field(ge=0, le=300)] = 1.0
+    #: How often Integration fetches its Catalog snapshot (connector routes of installed
+    #: Apps, docs/adr/0033); 0 turns the fetch off (routes only by `apply-routes`).
+    integration_catalog_poll_seconds: Annotated[float, Field(ge=0, le=3600)] = 5.0
     #: Retention (the `--loops=all` process): succeeded WorkItems and materialized receipts
     #: older than this are pruned; dead items, their events and receipts stay until replayed
     #: or purged. The loop runs every `..._interval_seconds`, `..._batch` rows a transaction.
@@ -246,6 +274,7 @@ SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (
     LogSettings,
     GatewaySettings,
     ApiSettings,
+    ReleaseSettings,
     UpstreamSettings,
     IdentitySettings,
     IntegrationSettings,
@@ -273,6 +302,7 @@ class Settings:
     outbox: OutboxSettings
     inbox: InboxSettings
     api: ApiSettings
+    releases: ReleaseSettings
 
     @property
     def var_dir(self) -> Path:
@@ -363,4 +393,5 @@ def load_settings(**overrides: Any) -> Settings:
         outbox=_build(OutboxSettings, overrides),
         inbox=_build(InboxSettings, overrides),
         api=_build(ApiSettings, overrides),
+        releases=_build(ReleaseSettings, overrides),
     )

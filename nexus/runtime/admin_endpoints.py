@@ -34,7 +34,7 @@ from nexus.platform.workqueue import operate
 from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.endpoints import _require_admin
 from nexus.runtime.metadata import models as m
-from nexus.runtime.metadata.definitions import InvalidMetadata, PermissionSetDef
+from nexus.runtime.metadata.definitions import InvalidMetadata, LayoutDef, PermissionSetDef
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.service import active_objects, apply_metadata
 
@@ -498,6 +498,7 @@ class NewField(BaseModel):
 
     object: str = Field(min_length=1, max_length=80)
     field: dict[str, Any]
+    addToLayout: bool = False  # also the last section of the object's layout (its forms)
 
 
 class NewObject(BaseModel):
@@ -535,10 +536,24 @@ async def add_field(request: Request, body: NewField, caller: Admin) -> dict[str
         raise BadRequest(f"{current.api_name} already has a field {name!r}", code="DUPLICATE")
     definition = current.model_dump(mode="json", exclude_none=True)
     definition["fields"] = [*definition.get("fields", []), body.field]
-    revision = await _apply(
-        request, caller, {"objects": [definition]}, f"field:{current.api_name}.{name}"
-    )
+    raw: dict[str, Any] = {"objects": [definition]}
+    if body.addToLayout:
+        async with unit_of_work(service.sessions, readonly=True) as session:
+            layouts = await MetadataRepository(session).active_definitions(caller.org_id, "layout")
+        raw["layouts"] = [
+            _with_field(layout, name)
+            for layout in (LayoutDef.model_validate_json(r["body"]) for r in layouts)
+            if layout.object.lower() == current.api_name.lower()
+        ]
+    revision = await _apply(request, caller, raw, f"field:{current.api_name}.{name}")
     return {"object": current.api_name, "field": name, "metadataRevision": revision}
+
+
+def _with_field(layout: LayoutDef, field: str) -> dict[str, Any]:
+    """The layout with `field` appended to its last section."""
+    body = layout.model_dump(mode="json", exclude_none=True)
+    body["sections"][-1]["fields"] = [*body["sections"][-1]["fields"], field]
+    return body
 
 
 @router.post("/metadata/objects", status_code=201)

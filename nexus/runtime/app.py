@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
@@ -14,7 +15,7 @@ from nexus.identity.setup import identity_lifespan
 from nexus.platform.doorbell import Doorbell, listening
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
-from nexus.platform.periodic import unless_cancelled
+from nexus.platform.periodic import every, unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
@@ -31,6 +32,7 @@ from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.release_endpoints import router as release_router
+from nexus.runtime.release_replicas import ReplicaHeartbeat
 from nexus.runtime.retention import retention_loop
 from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage import router as usage_router
@@ -67,8 +69,22 @@ def _api_lifespan(
                 on_accepted=lambda: bell.ring(INBOX_BELL),
             )
             resumer = asyncio.create_task(_resume_when_migrated(state))
+            releases = settings.releases
+            app.state.replica_live_ms = int(releases.runtime_replica_live_seconds * 1000)
+            app.state.replica = ReplicaHeartbeat(
+                state.engine,
+                replica_id=releases.runtime_replica_id
+                or f"{socket.gethostname()}:{settings.port_for(Role.RUNTIME_API)}",
+                metadata=app.state.runtime.metadata,
+            )
+            heartbeat = every(
+                releases.runtime_replica_heartbeat_seconds,
+                app.state.replica.step,
+                name="replica-heartbeat",
+            )
             try:
-                yield
+                async with heartbeat:
+                    yield
             finally:
                 resumer.cancel()
                 with suppress(asyncio.CancelledError):

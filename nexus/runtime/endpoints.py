@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.contracts.composite import CompositeRequest, CompositeResponse
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.errors import BadRequest, Forbidden
 from nexus.contracts.identity import TrustedCall
@@ -37,9 +38,10 @@ from nexus.runtime.query.engine import (
     read_locator,
 )
 from nexus.runtime.query.list_views import run_list_view, to_soql
+from nexus.runtime.records.composite import CompositeRolledBack, run_composite
 from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history, read_graph
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
-from nexus.runtime.records.read import read_by_external_id, read_selected, record_access
+from nexus.runtime.records.read import read_record, record_access
 from nexus.runtime.search.engine import search_current
 
 router = APIRouter(prefix="/internal/v1/runtime")
@@ -179,29 +181,32 @@ async def records_mutate(
         return rolled_back.response
 
 
+@router.post("/records/composite", response_model=CompositeResponse)
+async def records_composite(
+    request: Request, body: CompositeRequest, caller: RecordsCaller
+) -> CompositeResponse:
+    """Ordered record operations with `@{ref.path}` references in one transaction; with
+    `all_or_none` a failure rolls back every earlier item too."""
+    try:
+        async with _use_case(request, caller, readonly=False) as (session, view, access):
+            return await run_composite(
+                session, view=view, access=access, caller=caller, request=body
+            )
+    except CompositeRolledBack as rolled_back:
+        return rolled_back.response
+
+
 @router.post("/records/read", response_model=RecordData)
 async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
     async with _use_case(request, caller, readonly=True) as (session, view, access):
-        if body.external_id_field is not None:
-            if body.object is None or body.external_id is None or body.id is not None:
-                raise BadRequest("an external id read names object, field and value, no id")
-            return await read_by_external_id(
-                session,
-                view=view,
-                access=access,
-                object_name=body.object,
-                field_name=body.external_id_field,
-                value=body.external_id,
-                fields=body.fields,
-            )
-        if body.id is None:
-            raise BadRequest("give id, or external_id_field and external_id")
-        return await read_selected(
+        return await read_record(
             session,
             view=view,
             access=access,
             object_name=body.object,
             record_id=body.id,
+            external_id_field=body.external_id_field,
+            external_id=body.external_id,
             fields=body.fields,
         )
 

@@ -14,15 +14,23 @@ from fastapi import APIRouter, Depends, Request
 
 from nexus.contracts.catalog import (
     RELEASE_PREPARE_PATH,
+    RELEASE_REPLICAS_PATH,
     RELEASE_SCHEMA_PATH,
     RELEASE_STATE_PATH,
     RELEASES_CAPABILITY,
     ReleaseRequest,
     ReleaseState,
+    ReplicaAcks,
     SnapshotKeeper,
 )
 from nexus.identity.endpoints import WorkloadCall, workload_call
 from nexus.platform.service_app import ServiceState
+from nexus.runtime.release_replicas import (
+    ReplicaHeartbeat,
+    check_fence,
+    record_prepared,
+    replica_acks,
+)
 from nexus.runtime.releases import prepare_release, prepare_schema, release_state
 
 router = APIRouter()
@@ -41,7 +49,10 @@ async def state(request: Request, caller: Caller) -> ReleaseState:
 
 @router.post(RELEASE_SCHEMA_PATH, response_model=ReleaseState)
 async def schema(request: Request, body: ReleaseRequest, caller: Caller) -> ReleaseState:
-    return await prepare_schema(_engine(request).engine, body)
+    engine = _engine(request).engine
+    await release_state(engine, org_id=body.org_id)
+    await check_fence(engine, org_id=body.org_id, token=body.fencing_token)
+    return await prepare_schema(engine, body)
 
 
 def _keeper(request: Request) -> SnapshotKeeper:
@@ -54,4 +65,19 @@ def _keeper(request: Request) -> SnapshotKeeper:
 
 @router.post(RELEASE_PREPARE_PATH, response_model=ReleaseState)
 async def prepare(request: Request, body: ReleaseRequest, caller: Caller) -> ReleaseState:
-    return await prepare_release(_engine(request).engine, body, _keeper(request))
+    engine = _engine(request).engine
+    await release_state(engine, org_id=body.org_id)
+    await check_fence(engine, org_id=body.org_id, token=body.fencing_token)
+    state = await prepare_release(engine, body, _keeper(request))
+    await record_prepared(engine, org_id=body.org_id, revision=body.catalog_revision)
+    heartbeat: ReplicaHeartbeat | None = getattr(request.app.state, "replica", None)
+    if heartbeat is not None:
+        await heartbeat.ack(body.org_id, body.catalog_revision)
+    return state
+
+
+@router.post(RELEASE_REPLICAS_PATH, response_model=ReplicaAcks)
+async def replicas(request: Request, caller: Caller) -> ReplicaAcks:
+    """Each runtime-api replica's acknowledged CatalogRevision and whether it is live."""
+    live_ms: int = request.app.state.replica_live_ms
+    return await replica_acks(_engine(request).engine, live_ms=live_ms)

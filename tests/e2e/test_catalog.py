@@ -238,17 +238,57 @@ def test_install_an_extension_and_refuse_uninstalling_what_it_needs(stack: Stack
     )
 
 
+def _sfcrm_1_0(dst: Path) -> Path:
+    """sfcrm in its 1.0.0 shape: `AccountType`/`OpportunityType` (when Runtime reserved
+    `Type`), no `Type` and no `External_Id__c` on Account and Opportunity."""
+    renamed = {"Account": "AccountType", "Opportunity": "OpportunityType"}
+
+    def objects(d: Any) -> None:
+        for comp in d["components"]:
+            if comp["key"] in renamed:
+                fields = comp["definition"]["fields"]
+                gone = ("Type", "External_Id__c")
+                comp["definition"]["fields"] = [f for f in fields if f["api_name"] not in gone]
+
+    def ui(d: Any) -> None:
+        for comp in d["components"]:
+            old = renamed.get(comp["definition"].get("object"))
+            for section in comp["definition"].get("sections", []):
+                section["fields"] = [old if f == "Type" else f for f in section["fields"]]
+            if "columns" in comp["definition"] and isinstance(comp["definition"]["columns"], list):
+                columns = comp["definition"]["columns"]
+                comp["definition"]["columns"] = [old if c == "Type" else c for c in columns]
+
+    def shape(p: Path) -> None:
+        edit_yaml(p / "components" / "objects.yaml", objects)
+        edit_yaml(p / "components" / "ui.yaml", ui)
+
+    return variant(SFCRM, dst, "1.0.0", shape)
+
+
 def test_sfcrm_installs_beside_the_fixture_and_sample_data_loads(stack: Stack) -> None:
-    installed = stack.apply(SFCRM)
+    old = stack.apply(_sfcrm_1_0(stack.tmp / "sfcrm-1.0.0"))  # an install from before `Type`
+    assert old.returncode == 0, old.stderr
+    assert "sfcrm 1.0.0: ACTIVE" in old.stdout
+    installed = stack.apply(SFCRM)  # the upgrade adds `Type` (additive: AccountType stays)
     assert installed.returncode == 0, installed.stderr
-    assert "sfcrm 1.0.0: ACTIVE" in installed.stdout
-    assert "integration: 2 route(s)" in installed.stdout  # the example connector routes
+    assert "sfcrm 1.1.0: ACTIVE" in installed.stdout
+    assert {"type", "accounttype", "external_id__c"} <= stack.columns("rt_account")
     assert {"rt_account", "rt_opportunity", "rt_task"} <= set(
         inspect(stack.runtime_db).get_table_names()
     )
     loaded = stack.nexus("demo", "load", "--accounts", "30")
     assert loaded.returncode == 0, loaded.stderr
     assert "Account: 30 record(s) created" in loaded.stdout
+    again = stack.nexus("demo", "load", "--accounts", "30")  # idempotent: adds nothing
+    assert again.returncode == 0, again.stderr
+    assert "Account: 0 record(s) created, 30 already there" in again.stdout
+    assert "Opportunity: 0 record(s) created" in again.stdout
+    with stack.runtime_db.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM rt_account")).scalar() == 30
+    typed = stack.nexus("query", "SELECT Name, Type FROM Account LIMIT 3", "--username", "admin")
+    assert typed.returncode == 0, typed.stderr
+    assert re.search(r'"Type": "(Prospect|Customer - Direct|Customer - Channel)"', typed.stdout)
     won = stack.nexus(
         "query",
         "SELECT Probability FROM Opportunity WHERE StageName = 'Closed Won'",

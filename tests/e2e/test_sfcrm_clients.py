@@ -86,6 +86,15 @@ def test_record_crud_and_external_ids(stack: Stack) -> None:
         sf.Account.get(beta["Id"])
     assert error_code(gone.value) == "NOT_FOUND"
 
+    assert sf.Account.upsert("External_Customer_Id__c/A-3", {"Name": "Gamma"}) == 201
+    gamma = sf.Account.get_by_custom_id("External_Customer_Id__c", "A-3")["Id"]
+    assert sf.Account.delete("External_Customer_Id__c/A-3") == 204  # by external id
+    with pytest.raises(SalesforceResourceNotFound):
+        sf.Account.get(gamma)
+    with pytest.raises(SalesforceResourceNotFound) as again:
+        sf.Account.delete("External_Customer_Id__c/A-3")
+    assert error_code(again.value) == "NOT_FOUND"
+
 
 def test_describe_global_and_object(stack: Stack) -> None:
     sf = client(stack)
@@ -107,6 +116,8 @@ def test_describe_global_and_object(stack: Stack) -> None:
     assert fields["External_Customer_Id__c"]["unique"] is True
     assert fields["AnnualRevenue"]["type"] == "currency"
     assert "Banking" in [p["value"] for p in fields["Industry"]["picklistValues"]]
+    assert fields["Type"]["type"] == "picklist"  # Salesforce's name (sfcrm 1.1.0, ADR 0034)
+    assert "Customer - Direct" in [p["value"] for p in fields["Type"]["picklistValues"]]
     assert any(c["childSObject"] == "Contact" for c in account["childRelationships"])
     contact = {f["name"]: f for f in sf.Contact.describe()["fields"]}
     assert contact["AccountId"]["referenceTo"] == ["Account"]
@@ -253,6 +264,64 @@ def test_composite_request_with_references(stack: Stack) -> None:
     assert upserted[0]["created"] is True  # type: ignore[index]
     deleted = sf.restful("composite/sobjects", method="DELETE", params={"ids": ",".join(ids)})
     assert deleted[0]["success"] is True  # type: ignore[index]
+
+
+def test_composite_all_or_none_undoes_earlier_updates_and_deletes(stack: Stack) -> None:
+    """One Runtime call, one transaction: a failing subrequest rolls back the update and the
+    delete that ran before it; without allOrNone they stay and only the failure is reported."""
+    sf = client(stack)
+    base = f"/services/data/v{VERSION}"
+    kept = sf.Account.create({"Name": "Undo Me"})["id"]
+    doomed = sf.Account.create({"Name": "Delete Me"})["id"]
+
+    def run(all_or_none: bool) -> list[dict[str, Any]]:
+        answer = sf.restful(
+            "composite",
+            method="POST",
+            json={
+                "allOrNone": all_or_none,
+                "compositeRequest": [
+                    {
+                        "method": "GET",
+                        "url": f"{base}/sobjects/Account/{kept}?fields=Name",
+                        "referenceId": "before",
+                    },
+                    {
+                        "method": "PATCH",
+                        "url": f"{base}/sobjects/Account/@{{before.Id}}",
+                        "referenceId": "rename",
+                        "body": {"Name": "Renamed"},
+                    },
+                    {
+                        "method": "DELETE",
+                        "url": f"{base}/sobjects/Account/{doomed}",
+                        "referenceId": "drop",
+                    },
+                    {
+                        "method": "POST",
+                        "url": f"{base}/sobjects/Account",
+                        "referenceId": "bad",
+                        "body": {"Name": "Bad", "AnnualRevenue": -5},  # validation rule
+                    },
+                ],
+            },
+        )
+        return answer["compositeResponse"]  # type: ignore[index,no-any-return]
+
+    undone = run(True)
+    assert [r["httpStatusCode"] for r in undone] == [400, 400, 400, 400]
+    assert [r["body"][0]["errorCode"] for r in undone[:3]] == ["PROCESSING_HALTED"] * 3
+    assert undone[3]["body"][0]["errorCode"] == "FIELD_CUSTOM_VALIDATION_EXCEPTION"
+    assert sf.Account.get(kept)["Name"] == "Undo Me"  # the update was rolled back
+    assert sf.Account.get(doomed)["Name"] == "Delete Me"  # and so was the delete
+
+    applied = run(False)
+    assert [r["httpStatusCode"] for r in applied] == [200, 204, 204, 400]
+    assert applied[0]["body"]["Name"] == "Undo Me"
+    assert sf.Account.get(kept)["Name"] == "Renamed"
+    with pytest.raises(SalesforceResourceNotFound):
+        sf.Account.get(doomed)
+    assert sf.query("SELECT Id FROM Account WHERE Name = 'Bad'")["totalSize"] == 0
 
 
 def test_every_error_class_simple_salesforce_maps(stack: Stack) -> None:

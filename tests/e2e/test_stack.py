@@ -87,7 +87,7 @@ def running_stack(
             elapsed = time.monotonic() - started
             assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
             # the built-in sfcrm App is installed before the stack says it is ready
-            assert any(line.startswith("sfcrm 1.0.0: ACTIVE;") for line in lines), lines
+            assert any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines), lines
             password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
                 line.split("password: ", 1)[1].strip() for line in lines if "password: " in line
             )
@@ -111,6 +111,10 @@ def test_up_serves_every_role_through_the_gateway_and_stops_cleanly(
         _check_stack_then_stop(proc, base, elapsed)
 
 
+def _post_hook(gateway: str) -> int:
+    return httpx.post(f"{gateway}/webhooks/sfcrm/contacts", content=b"{}", timeout=5).status_code
+
+
 def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: float) -> None:
     assert elapsed < READY_WITHIN_SECONDS
     gateway = f"http://127.0.0.1:{base}"
@@ -124,6 +128,12 @@ def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: floa
         assert version.json()["role"] == role
         assert version.json()["engine_generation"] >= 1
     assert httpx.get(f"{gateway}/version", timeout=5).json()["role"] == "gateway"
+    # Integration fetched the sfcrm connector routes from Catalog by itself (ADR 0033): the
+    # example route exists (no secret provisioned yet, so the unsigned delivery is refused)
+    deadline = time.monotonic() + 20
+    while (status := _post_hook(gateway)) == 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status == 401, status
 
     children = child_pids(proc.pid)
     assert len(children) == len(Role)  # one OS process per role

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
@@ -137,3 +139,36 @@ async def test_connection_settings_per_backend(backend: Backend, engine: AsyncEn
             ).scalar()
             # performance_schema is off by default in MariaDB; when on, the role is named.
             assert program in (None, "nexus-test")
+
+
+@pytest.mark.mariadb_only
+async def test_a_frozen_write_transaction_loses_its_locks_on_mariadb(backend: Backend) -> None:
+    """A process that stops inside a write transaction (a paused VM) would keep its row locks
+    forever, and no lease can take them back: the server closes it after the idle timeout."""
+    url = backend.url(LogicalService.CATALOG)
+    frozen = create_engine(url, application_name="frozen", idle_write_transaction_timeout_seconds=1)
+    other = create_engine(url, application_name="other")
+    try:
+        async with other.begin() as conn:
+            await conn.execute(
+                text("CREATE TABLE IF NOT EXISTS idle_probe (id INT PRIMARY KEY, n INT)")
+            )
+            await conn.execute(text("DELETE FROM idle_probe"))
+            await conn.execute(text("INSERT INTO idle_probe VALUES (1, 0)"))
+        async with frozen.connect() as holder:
+            assert (
+                await holder.execute(text("SELECT @@session.idle_write_transaction_timeout"))
+            ).scalar() == 1
+            await holder.execute(text("UPDATE idle_probe SET n = 1 WHERE id = 1"))  # holds the lock
+            await asyncio.sleep(3)  # "frozen": sends nothing
+            async with other.begin() as conn:  # not blocked (innodb_lock_wait_timeout is 50 s)
+                started = time.monotonic()
+                await conn.execute(text("UPDATE idle_probe SET n = 2 WHERE id = 1"))
+                assert time.monotonic() - started < 5
+            with pytest.raises(DBAPIError):  # the frozen one's transaction is gone
+                await holder.execute(text("SELECT n FROM idle_probe"))
+        async with other.connect() as conn:
+            assert (await conn.execute(text("SELECT n FROM idle_probe"))).scalar() == 2
+    finally:
+        await frozen.dispose()
+        await other.dispose()

@@ -261,6 +261,15 @@ async def test_a_field_or_object_added_online_is_in_object_info_at_once(stack: U
     fields = (await object_info("admin", "Account")).json()["fields"]
     assert [v["value"] for v in fields["Region__c"]["picklistValues"]] == ["EMEA", "APAC"]
     assert "Phone" in fields  # the object's other fields are kept
+    layout = (await object_info("admin", "Account")).json()["layout"]["sections"]
+    assert not any("Region__c" in s["fields"] for s in layout)  # only when asked
+    tier = {"api_name": "Tier__c", "label": "Tier", "type": "text", "length": 20}
+    await ok(
+        stack, "POST", "/metadata/fields", {"object": "Account", "field": tier, "addToLayout": True}
+    )
+    layout = (await object_info("admin", "Account")).json()["layout"]["sections"]
+    assert layout[-1]["fields"][-1] == "Tier__c"
+    assert "Phone" in [f for s in layout for f in s["fields"]]  # the rest of the layout stays
     # the sales reps' permission set grants all fields of Account
     assert "Region__c" in (await object_info("rep1", "Account")).json()["fields"]
     twice = await call(

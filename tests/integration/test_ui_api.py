@@ -136,7 +136,7 @@ async def test_record_ui_is_record_layout_access_related_and_history(
         "Description",
     ]
     first_row = sections[0]["layoutRows"][0]["layoutItems"]
-    assert [i["field"] for i in first_row] == ["Name", "AccountType"]  # two columns a row
+    assert [i["field"] for i in first_row] == ["Name", "Type"]  # two columns a row
     assert first_row[0]["editableForUpdate"] is True
     assert [len(r["layoutItems"]) for r in sections[2]["layoutRows"]] == [1]  # one column
     related = {r["childObjectApiName"]: r for r in body["relatedLists"][acme]}
@@ -176,7 +176,7 @@ async def test_list_ui_pages_sorts_filters_and_decides_row_actions(
     del records
     first = await ok(stack, "rep1", "list-ui/Account/All_Accounts", pageSize=10, q="Bulk")
     info = first["info"]
-    assert [c["fieldApiName"] for c in info["displayColumns"]][:2] == ["Name", "AccountType"]
+    assert [c["fieldApiName"] for c in info["displayColumns"]][:2] == ["Name", "Type"]
     assert info["displayColumns"][0]["label"] == "Account Name"
     assert info["orderedByInfo"] == [
         {"fieldApiName": "Name", "isAscending": True, "label": "Account Name"}

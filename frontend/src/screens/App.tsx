@@ -5,6 +5,7 @@ import type { NavItem } from "../api/types";
 import { completeSignIn, isSignedIn, onSessionChange, signOut, startSignIn } from "../auth/session";
 import { currentPath, navigate, parseRoute, paths, usePath } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, ToastProvider } from "../ui/components";
+import { AdminScreen } from "../admin/AdminScreen";
 import { ListScreen } from "./ListScreen";
 import { forgetViewed } from "./recent";
 import { RecentlyViewed } from "./RecentlyViewed";
@@ -114,6 +115,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <span>Search…</span> <kbd>Ctrl K</kbd>
         </Button>
         <div className="user">
+          <Link href="/admin" className="admin-link" aria-current={route.name === "admin" ? "page" : undefined}>Admin</Link>
           {userName && <span className="user-name">{userName}</span>}
           <Button variant="ghost" onClick={onSignOut}>Sign out</Button>
         </div>
@@ -140,6 +142,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
         {route.name === "record" && (
           <RecordScreen key={route.object + route.id} object={route.object} id={route.id} nav={nav.data ?? []} />
         )}
+        {route.name === "admin" && <AdminScreen key={route.section} section={route.section} />}
         {route.name === "home" && (nav.loading ? <Spinner /> : nav.error ? <ErrorState message={nav.error} onRetry={nav.reload} /> : !nav.data?.length && (
           <EmptyState title="No objects yet">Install an App to see its objects here.</EmptyState>
         ))}

@@ -22,11 +22,12 @@ from nexus.apps.sfcrm import composite, query, resources, sobjects, ui_api, unde
 from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
-from nexus.apps.sfcrm.runtime_client import RuntimeClient
+from nexus.apps.sfcrm.runtime_client import RuntimeClient, runtime_session
+from nexus.contracts.catalog import Snapshot
 from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.roles import Role
+from nexus.platform.catalog_follower import CATALOG_AUDIENCE, following
 from nexus.platform.http import OpsInfo, create_role_app, error_response
-from nexus.platform.http_client import internal_client
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
 
@@ -114,16 +115,42 @@ def create_app(settings: Settings) -> FastAPI:
         ensure_workload_keys(keys, [WORKLOAD])
     signer = WorkloadSigner.load(keys, WORKLOAD)
     runtime_url = settings.upstream_url(Role.RUNTIME_API.value)
+    release: dict[str, Snapshot] = {}  # the last verified `app` snapshot (docs/adr/0033)
+
+    async def adopt(snapshot: Snapshot) -> None:
+        release["active"] = snapshot
+
+    def active_release() -> dict[str, object] | None:
+        held = release.get("active")
+        if held is None:
+            return None
+        return {"catalog_revision": held.catalog_revision, "apps": held.content.get("apps", [])}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = internal_client(
+        async with (
+            following(
+                "app",
+                catalog_url=settings.upstream_url(Role.CATALOG.value),
+                token=lambda: signer.token(CATALOG_AUDIENCE),
+                apply=adopt,
+                interval_s=settings.api.app_catalog_poll_seconds,
+            ),
+            serving_dialect(app),
+        ):
+            yield
+
+    @asynccontextmanager
+    async def serving_dialect(app: FastAPI) -> AsyncIterator[None]:
+        client = runtime_session(connections=RUNTIME_CONNECTIONS)
+        runtime = RuntimeClient(
+            signer=signer,
+            session=client,
             base_url=runtime_url,
-            timeout_seconds=settings.gateway.gateway_upstream_timeout_seconds,
-            connections=RUNTIME_CONNECTIONS,
+            timeout_s=settings.gateway.gateway_upstream_timeout_seconds,
         )
         dialect = Dialect(
-            runtime=RuntimeClient(signer=signer, client=client),
+            runtime=runtime,
             usage=ApiUsage(settings.api.api_daily_request_limit),
         )
         app.state.dialect = dialect
@@ -135,10 +162,16 @@ def create_app(settings: Settings) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
             await dialect.usage.report(dialect.runtime)  # what this process counted last
-            await client.aclose()
+            await client.close()
 
     app = create_role_app(
-        OpsInfo(role=Role.APP.value, app=APP_NAME, capabilities=CAPABILITIES), lifespan=lifespan
+        OpsInfo(
+            role=Role.APP.value,
+            app=APP_NAME,
+            capabilities=CAPABILITIES,
+            release=active_release,
+        ),
+        lifespan=lifespan,
     )
 
     install_dialect_errors(app)

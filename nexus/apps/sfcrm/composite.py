@@ -11,10 +11,11 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from nexus.apps.sfcrm import wire
+from nexus.apps.sfcrm import composite_runtime, wire
 from nexus.apps.sfcrm.context import SUBREQUEST_HEADER, dialect, json_object
 from nexus.apps.sfcrm.errors import bad_request
 from nexus.apps.sfcrm.sobjects import record_fields
+from nexus.contracts.composite import CompositeResponse, UnresolvedReference, resolve_references
 from nexus.contracts.records import MutateResponse
 
 router = APIRouter(prefix="/services/data/{version}/composite")
@@ -23,7 +24,6 @@ MAX_RECORDS = 200
 MAX_SUBREQUESTS = 25
 ID = re.compile(r"^[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?$")
 FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*$")
-REFERENCE = re.compile(r"@\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.\[\]]+)\}")
 
 
 def _records(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -169,54 +169,42 @@ async def upsert_many(request: Request, version: str, name: str, field: str) -> 
 # ------------------------------------------------------------------ compositeRequest
 
 
-def _resolve(value: Any, results: dict[str, Any]) -> Any:
-    """`@{ref.field}` references replaced by the values earlier subrequests returned."""
-    if isinstance(value, str):
-        whole = REFERENCE.fullmatch(value)
-        if whole is not None:
-            return _lookup(results, whole.group(1), whole.group(2))
-        return REFERENCE.sub(lambda m: str(_lookup(results, m.group(1), m.group(2))), value)
-    if isinstance(value, list):
-        return [_resolve(v, results) for v in value]
-    if isinstance(value, dict):
-        return {k: _resolve(v, results) for k, v in value.items()}
-    return value
-
-
-class _Unresolved(Exception):
-    pass
-
-
-def _lookup(results: dict[str, Any], ref: str, path: str) -> Any:
-    if ref not in results:
-        raise _Unresolved(ref)
-    value = results[ref]
-    for part in re.split(r"\.|\[(\d+)\]", path):
-        if part is None or part == "":
-            continue
-        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        elif isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
-            raise _Unresolved(ref)
-    return value
-
-
 @router.post("")
 async def composite(request: Request, version: str) -> Response:
-    """Subrequests run in order through this AppService (each one Runtime call); the whole
-    request counts as one API request. With `allOrNone`, the first failure halts the rest
-    (`PROCESSING_HALTED`) and records created by earlier subrequests are deleted again."""
+    """Record subrequests run as ONE Runtime `records/composite` call in one transaction: with
+    `allOrNone` the first failure halts the rest and undoes what earlier ones did (ADR 0036).
+    A request with any other kind of subrequest (a query, a describe, ...) runs subrequest by
+    subrequest through this AppService (each one Runtime call); there, with `allOrNone`,
+    records created by earlier subrequests are deleted again, but updates and deletes stay.
+    The whole request counts as one API request."""
     d = dialect(request)
-    caller = await d.enter(request, version)
+    caller = request.state.caller = await d.enter(request, version)
     body = await json_object(request)
     subrequests = body.get("compositeRequest")
     if not isinstance(subrequests, list) or not subrequests:
         raise bad_request("JSON_PARSER_ERROR", "compositeRequest must be a non-empty list")
     if len(subrequests) > MAX_SUBREQUESTS:
         raise bad_request("LIMIT_EXCEEDED", f"at most {MAX_SUBREQUESTS} subrequests")
+    for sub in subrequests:
+        if not isinstance(sub, dict) or not isinstance(sub.get("url"), str):
+            raise bad_request("JSON_PARSER_ERROR", "each subrequest needs method and url")
     all_or_none = _all_or_none(body.get("allOrNone"))
+    translated = composite_runtime.translate(subrequests)
+    if translated is not None:
+        call = {"items": [t.item for t in translated], "all_or_none": all_or_none}
+        answer = CompositeResponse.model_validate(
+            await d.runtime.call(caller, "records/composite", call)
+        )
+        replies = composite_runtime.responses(translated, subrequests, answer)
+        return d.reply(request, {"compositeResponse": replies})
+    responses = await _one_by_one(request, subrequests, all_or_none)
+    return d.reply(request, {"compositeResponse": responses})
+
+
+async def _one_by_one(
+    request: Request, subrequests: list[dict[str, Any]], all_or_none: bool
+) -> list[dict[str, Any]]:
+    d = dialect(request)
     results: dict[str, Any] = {}
     responses: list[dict[str, Any]] = []
     created: list[str] = []
@@ -229,11 +217,9 @@ async def composite(request: Request, version: str) -> Response:
     transport = httpx.ASGITransport(app=request.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://sfcrm") as client:
         for sub in subrequests:
-            if not isinstance(sub, dict) or not isinstance(sub.get("url"), str):
-                raise bad_request("JSON_PARSER_ERROR", "each subrequest needs method and url")
             ref = str(sub.get("referenceId") or "")
             if halted:
-                responses.append(_halted(ref))
+                responses.append(composite_runtime.halted(ref))
                 continue
             response = await _subrequest(client, headers, sub, ref, results)
             responses.append(response)
@@ -247,12 +233,14 @@ async def composite(request: Request, version: str) -> Response:
                 halted = True
     if halted and all_or_none:
         responses = [
-            _halted(r["referenceId"]) if r["httpStatusCode"] < 300 else r for r in responses
+            composite_runtime.halted(r["referenceId"]) if r["httpStatusCode"] < 300 else r
+            for r in responses
         ]
         if created:
             items = [{"op": "delete", "id": i} for i in created]
-            await d.runtime.call(caller, "records/mutate", {"items": items, "all_or_none": False})
-    return d.reply(request, {"compositeResponse": responses})
+            call = {"items": items, "all_or_none": False}
+            await d.runtime.call(request.state.caller, "records/mutate", call)
+    return responses
 
 
 async def _subrequest(
@@ -265,50 +253,16 @@ async def _subrequest(
     """One subrequest through this AppService, its references resolved first."""
     method = str(sub.get("method", "GET")).upper()
     try:
-        url = _resolve(sub["url"], results)
-        body = _resolve(sub.get("body"), results)
-    except _Unresolved as missing:
-        return _invalid_reference(ref, str(missing))
+        url = resolve_references(sub["url"], results)
+        body = resolve_references(sub.get("body"), results)
+    except UnresolvedReference as missing:
+        return composite_runtime.invalid_reference(ref, str(missing))
     if not isinstance(url, str) or not url.startswith("/services/data/"):
-        return _invalid_reference(ref, "url")
+        return composite_runtime.invalid_reference(ref, "url")
     content = None if body is None else json.dumps(body)
     reply = await client.request(method, url, headers=headers, content=content)
     answer = reply.json() if reply.content else None
     location = {}
     if reply.status_code == 201 and isinstance(answer, dict) and "id" in answer:
         location = {"Location": f"{url}/{answer['id']}"}
-    return {
-        "body": answer,
-        "httpHeaders": location,
-        "httpStatusCode": reply.status_code,
-        "referenceId": ref,
-    }
-
-
-def _halted(ref: str) -> dict[str, Any]:
-    return {
-        "body": [
-            {
-                "errorCode": "PROCESSING_HALTED",
-                "message": "The transaction was rolled back since another operation in the same "
-                "transaction failed.",
-            }
-        ],
-        "httpHeaders": {},
-        "httpStatusCode": 400,
-        "referenceId": ref,
-    }
-
-
-def _invalid_reference(ref: str, missing: str) -> dict[str, Any]:
-    return {
-        "body": [
-            {
-                "errorCode": "PROCESSING_HALTED",
-                "message": f"Invalid reference specified. No value for {missing} found.",
-            }
-        ],
-        "httpHeaders": {},
-        "httpStatusCode": 400,
-        "referenceId": ref,
-    }
+    return composite_runtime.entry(ref, reply.status_code, answer, location)

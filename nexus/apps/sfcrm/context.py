@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -28,6 +28,14 @@ SUBREQUEST_HEADER = "x-nexus-sfcrm-subrequest"
 JSON_BODY_LIMIT = 8 * 1024 * 1024
 
 
+class FastJSONResponse(JSONResponse):
+    """JSON encoded with orjson: a 200-record query page is several times cheaper than with
+    the standard library (ADR 0035)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
 class ApiUsage:
     """API requests per user per UTC day, and the daily limit (REQUEST_LIMIT_EXCEEDED).
 
@@ -42,10 +50,11 @@ class ApiUsage:
         self.day = ""
         self._known: dict[tuple[str, str], int] = {}  # Runtime's totals for `day`
         self._pending: dict[tuple[str, str], int] = {}  # counted here, not reported yet
+        self._reporting: dict[tuple[str, str], int] = {}  # in a report Runtime has not answered
 
     def used(self, caller: Caller) -> int:
         key = (caller.org_id, caller.user_id)
-        return self._known.get(key, 0) + self._pending.get(key, 0)
+        return self._known.get(key, 0) + self._reporting.get(key, 0) + self._pending.get(key, 0)
 
     def count(self, caller: Caller) -> int:
         used = self.used(caller) + 1
@@ -56,8 +65,10 @@ class ApiUsage:
         return used
 
     def take(self) -> dict[tuple[str, str], int]:
-        """The counts to report; they are no longer pending."""
+        """The counts to report; they are no longer pending, but still count as used until
+        Runtime's answer includes them (else a user's usage would dip during a report)."""
         taken, self._pending = self._pending, {}
+        self._reporting = taken
         return taken
 
     def settle(self, day: str, totals: dict[tuple[str, str], int]) -> None:
@@ -65,9 +76,11 @@ class ApiUsage:
         if day != self.day:
             self.day, self._known = day, {}
         self._known.update(totals)
+        self._reporting = {}
 
     def restore(self, taken: dict[tuple[str, str], int]) -> None:
         """A report that failed: its counts are pending again."""
+        self._reporting = {}
         for key, n in taken.items():
             self._pending[key] = self._pending.get(key, 0) + n
 
@@ -114,7 +127,7 @@ class Dialect:
     def reply(self, request: Request, body: Any, status: int = 200) -> Response:
         if body is None and status == 204:
             return Response(status_code=204, headers=self.limit_info(request))
-        return JSONResponse(body, status_code=status, headers=self.limit_info(request))
+        return FastJSONResponse(body, status_code=status, headers=self.limit_info(request))
 
 
 def dialect(request: Request) -> Dialect:
@@ -141,8 +154,8 @@ async def json_body(request: Request) -> Any:
         if len(raw) > JSON_BODY_LIMIT:
             raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "the request body is too large")
     try:
-        return json.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError):
+        return orjson.loads(raw) if raw.strip() else None
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
         raise bad_request("JSON_PARSER_ERROR", "The request body is not valid JSON") from None
 
 

@@ -2,7 +2,10 @@
 Opportunities with plausible names, industries, stages, amounts and dates.
 
 Deterministic for a seed. Produces neutral record operations only; the caller runs them
-through Runtime's record operations (permissions, validation rules and flows apply).
+through Runtime's record operations (permissions, validation rules and flows apply). Every
+record carries a stable `External_Id__c` (`demo-account-0007`, `demo-contact-0007-1`, ...):
+the loader creates only the records whose external id is not there yet, so loading again
+adds nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from datetime import date, timedelta
 from nexus.contracts.records import MAX_BATCH, MutateItem
 
 Build = Callable[[dict[str, list[str]]], list[MutateItem]]
+#: the field that makes each sample record findable again (so a second load adds nothing)
+DEMO_KEY = "External_Id__c"
 
 _PREFIXES = (
     "Acme", "Globex", "Initech", "Umbrella", "Stark", "Wayne", "Wonka", "Cyberdyne", "Soylent",
@@ -52,13 +57,17 @@ def demo_batches(accounts: int, *, seed: int = 7) -> Iterator[tuple[str, Build]]
     account_rows = [_account(rng, i) for i in range(accounts)]
     for start in range(0, accounts, MAX_BATCH):
         yield "Account", _fixed(account_rows[start : start + MAX_BATCH])
-    contacts = [(i, _contact(rng)) for i in range(accounts) for _ in range(rng.randint(1, 3))]
+    contacts = [
+        (i, _contact(rng, f"demo-contact-{i:04d}-{k}"))
+        for i in range(accounts)
+        for k in range(rng.randint(1, 3))
+    ]
     for start in range(0, len(contacts), MAX_BATCH):
         yield "Contact", _of_accounts(contacts[start : start + MAX_BATCH])
     opportunities = [
-        (i, _opportunity(rng, account_rows[i], today))
+        (i, _opportunity(rng, account_rows[i], today, f"demo-opportunity-{i:04d}-{k}"))
         for i in range(accounts)
-        for _ in range(rng.randint(0, 3))
+        for k in range(rng.randint(0, 3))
     ]
     for start in range(0, len(opportunities), MAX_BATCH):
         yield "Opportunity", _of_accounts(opportunities[start : start + MAX_BATCH])
@@ -96,8 +105,9 @@ def _account(rng: random.Random, i: int) -> MutateItem:
         op="create",
         object="Account",
         fields={
+            DEMO_KEY: f"demo-account-{i:04d}",
             "Name": name,
-            "AccountType": rng.choice(("Prospect", "Customer - Direct", "Customer - Channel")),
+            "Type": rng.choice(("Prospect", "Customer - Direct", "Customer - Channel")),
             "Industry": rng.choice(_INDUSTRIES),
             "Rating": rng.choice(("Hot", "Warm", "Warm", "Cold")),
             "AnnualRevenue": employees * rng.randint(80, 260) * 1000,
@@ -110,12 +120,13 @@ def _account(rng: random.Random, i: int) -> MutateItem:
     )
 
 
-def _contact(rng: random.Random) -> MutateItem:
+def _contact(rng: random.Random, external_id: str) -> MutateItem:
     first, last = rng.choice(_FIRST), rng.choice(_LAST)
     return MutateItem(
         op="create",
         object="Contact",
         fields={
+            DEMO_KEY: external_id,
             "FirstName": first,
             "LastName": last,
             "Name": f"{first} {last}",
@@ -126,7 +137,9 @@ def _contact(rng: random.Random) -> MutateItem:
     )
 
 
-def _opportunity(rng: random.Random, account: MutateItem, today: date) -> MutateItem:
+def _opportunity(
+    rng: random.Random, account: MutateItem, today: date, external_id: str
+) -> MutateItem:
     stages = [s for s, weight in _STAGES for _ in range(weight)]
     stage = rng.choice(stages)
     closed = stage.startswith("Closed")
@@ -135,10 +148,11 @@ def _opportunity(rng: random.Random, account: MutateItem, today: date) -> Mutate
         op="create",
         object="Opportunity",
         fields={
+            DEMO_KEY: external_id,
             "Name": f"{account.fields['Name']} - {rng.choice(_PRODUCTS)}",
             "StageName": stage,
             "Amount": rng.randint(5, 400) * 500,
             "CloseDate": (today + timedelta(days=offset)).isoformat(),
-            "OpportunityType": rng.choice(("New Business", "Existing Business - Upgrade")),
+            "Type": rng.choice(("New Business", "Existing Business - Upgrade")),
         },
     )

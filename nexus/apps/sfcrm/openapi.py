@@ -89,6 +89,9 @@ def _paths() -> dict[str, Any]:
     }
     results = _json({"type": "array", "items": SAVE_RESULT})
     q = _param("q", "query", example="SELECT Id, Name FROM Account")
+    query_result = _json({"$ref": "#/components/schemas/QueryResult"})
+    several = _json({"type": "array", "items": {"type": "string"}})  # 300: the records' urls
+    external_id = [VERSION, SOBJECT, FIELD, _param("value", pattern="^[A-Za-z0-9_-]{1,40}$")]
     q["required"] = True
     return {
         "/services/data": {
@@ -140,47 +143,33 @@ def _paths() -> dict[str, Any]:
         f"{base}/sobjects/{{sobject}}/{{field}}/{{value}}": {
             "get": _operation(
                 "Read a record by external id",
-                {
-                    "200": _json(RECORD),
-                    "300": _json({"type": "array", "items": {"type": "string"}}),
-                },
-                parameters=[
-                    VERSION,
-                    SOBJECT,
-                    FIELD,
-                    _param("value", pattern="^[A-Za-z0-9_-]{1,40}$"),
-                ],
+                {"200": _json(RECORD), "300": several},
+                parameters=external_id,
             ),
             "patch": _operation(
                 "Upsert a record by external id",
                 {"200": _json(SAVE_RESULT), "201": _json(SAVE_RESULT), **no_content},
-                parameters=[
-                    VERSION,
-                    SOBJECT,
-                    FIELD,
-                    _param("value", pattern="^[A-Za-z0-9_-]{1,40}$"),
-                ],
+                parameters=external_id,
                 body=RECORD_BODY,
+            ),
+            "delete": _operation(
+                "Delete a record by external id",
+                {**no_content, "300": several},
+                parameters=external_id,
             ),
         },
         f"{base}/query": {
-            "get": _operation(
-                "SOQL query",
-                {"200": _json({"$ref": "#/components/schemas/QueryResult"})},
-                parameters=[VERSION, q],
-            )
+            "get": _operation("SOQL query", {"200": query_result}, parameters=[VERSION, q])
         },
         f"{base}/queryAll": {
             "get": _operation(
-                "SOQL query with deleted records",
-                {"200": _json({"$ref": "#/components/schemas/QueryResult"})},
-                parameters=[VERSION, q],
+                "SOQL query with deleted records", {"200": query_result}, parameters=[VERSION, q]
             )
         },
         f"{base}/query/{{locator}}": {
             "get": _operation(
                 "The next page of a query",
-                {"200": _json({"$ref": "#/components/schemas/QueryResult"})},
+                {"200": query_result},
                 parameters=[VERSION, _param("locator", pattern="^[A-Za-z0-9_-]{1,200}$")],
             )
         },

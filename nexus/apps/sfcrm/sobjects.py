@@ -9,8 +9,15 @@ from fastapi.responses import Response
 
 from nexus.apps.sfcrm import wire
 from nexus.apps.sfcrm.context import dialect, json_object, version_number
-from nexus.apps.sfcrm.errors import SfError, bad_request, from_record_errors, not_found
+from nexus.apps.sfcrm.errors import (
+    SfError,
+    bad_request,
+    from_record_errors,
+    from_runtime,
+    not_found,
+)
 from nexus.apps.sfcrm.runtime_client import Caller
+from nexus.contracts.composite import CompositeResponse
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
 from nexus.contracts.records import ItemResult, MutateResponse, RecordData
 
@@ -149,6 +156,39 @@ async def read_by_external_id(
         raise
     data = RecordData.model_validate(answer)
     return d.reply(request, wire.record(version, data.object, data.fields))
+
+
+@router.delete("/{name}/{field}/{value:path}")
+async def delete_by_external_id(
+    request: Request, version: str, name: str, field: str, value: str
+) -> Response:
+    """Find the one visible record with the value and delete it: one Runtime call (a read and
+    a delete in one `records/composite` transaction); several matches are 300."""
+    d = dialect(request)
+    caller = request.state.caller = await d.enter(request, version)
+    if field.lower() == "id":
+        if not _looks_like_id(value):
+            raise not_found()
+        await saved(request, {"op": "delete", "object": name, "id": value})
+        return d.reply(request, None, 204)
+    find = {"ref": "found", "op": "read", "object": name}
+    find |= {"external_id_field": field, "external_id": value}
+    items = [find, {"op": "delete", "object": name, "id": "@{found.id}"}]
+    answer = CompositeResponse.model_validate(
+        await d.runtime.call(caller, "records/composite", {"items": items, "all_or_none": True})
+    )
+    found, deleted = answer.outcomes
+    if found.error is not None:
+        error = found.error
+        if error.status == 409 and error.code == "MULTIPLE_RECORDS":
+            urls = [f"{wire.base(version)}/sobjects/{name}/{i}" for i in error.fields or {}]
+            return d.reply(request, urls, 300)
+        raise from_runtime(error.status, error.model_dump(exclude={"status"}))
+    if deleted.error is not None:
+        raise from_runtime(deleted.error.status, deleted.error.model_dump(exclude={"status"}))
+    if deleted.result is not None and not deleted.result.success:
+        raise from_record_errors(deleted.result.errors)
+    return d.reply(request, None, 204)
 
 
 @router.patch("/{name}/{field}/{value:path}")

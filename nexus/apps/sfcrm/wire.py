@@ -251,15 +251,20 @@ def describe(version: str, d: ObjectDescribe) -> dict[str, Any]:
 
 
 def record(version: str, object_name: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A record with its `attributes`; nested parent records get theirs too."""
-    out: dict[str, Any] = {"attributes": {"type": object_name}}
+    """A record with its `attributes`; nested parent records get theirs too.
+
+    On the path of every query page (200 records): scalar values are copied as they are, only
+    dict values (parent records, child subqueries) are walked."""
+    attributes: dict[str, Any] = {"type": object_name}
     record_id = fields.get("Id")
     if isinstance(record_id, str):
-        out["attributes"]["url"] = f"{base(version)}/sobjects/{object_name}/{record_id}"
+        attributes["url"] = f"{base(version)}/sobjects/{object_name}/{record_id}"
+    out: dict[str, Any] = {"attributes": attributes}
+    out.update(fields)
+    out["attributes"] = attributes
     for name, value in fields.items():
-        if name == "attributes":
-            continue
-        out[name] = nested(version, value)
+        if type(value) is dict and name != "attributes":
+            out[name] = nested(version, value)
     return out
 
 

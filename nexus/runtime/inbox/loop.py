@@ -71,6 +71,7 @@ class InboxLoop:
             application_name="nexus-runtime-worker-inbox",
             pool_size=POOL_SIZE,
             connect_timeout_seconds=self.db.db_connect_timeout_seconds,
+            idle_write_transaction_timeout_seconds=self.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
         )
         self._task = asyncio.create_task(self._run(self.engine), name="inbox-loop")

@@ -89,7 +89,8 @@ RESERVED = frozenset(
         "key",
         "primary",
         "default",
-        "type",
+        # not "type": Salesforce's standard `Type` fields need it; it is no SOQL or formula
+        # keyword here and every physical column name is quoted by SQLAlchemy (ADR 0034)
         "user",
         "group",
         "rows",

@@ -267,3 +267,40 @@ async def read_by_external_id(
     return await read_selected(
         session, view=view, access=access, object_name=obj.api_name, record_id=ids[0], fields=fields
     )
+
+
+async def read_record(
+    session: AsyncSession,
+    *,
+    view: MetadataView,
+    access: CallerAccess,
+    object_name: str | None,
+    record_id: str | None,
+    external_id_field: str | None = None,
+    external_id: str | None = None,
+    fields: list[str] | None = None,
+) -> RecordData:
+    """`ReadSelectedRecord` by id, or by an external id field of `object_name` (400 when the
+    request names neither, or mixes the two)."""
+    if external_id_field is not None:
+        if object_name is None or external_id is None or record_id is not None:
+            raise BadRequest("an external id read names object, field and value, no id")
+        return await read_by_external_id(
+            session,
+            view=view,
+            access=access,
+            object_name=object_name,
+            field_name=external_id_field,
+            value=external_id,
+            fields=fields,
+        )
+    if record_id is None:
+        raise BadRequest("give id, or external_id_field and external_id")
+    return await read_selected(
+        session,
+        view=view,
+        access=access,
+        object_name=object_name,
+        record_id=record_id,
+        fields=fields,
+    )

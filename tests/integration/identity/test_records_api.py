@@ -301,3 +301,63 @@ async def test_read_by_external_id_over_http(identity: Identity) -> None:
         not_external = await read("x", field="Note__c")
         assert not_external.status_code == 400
         assert not_external.json()["code"] == "INVALID_FIELD"
+
+
+async def test_composite_is_one_transaction_authorized_per_item(identity: Identity) -> None:
+    """`records/composite`: references resolved in Runtime, every item authorized as alone
+    (alice may edit leads but not delete them, nor write the read-only Score__c), and with
+    all_or_none a later failure undoes the earlier update."""
+    alice = await delegated_headers(identity, "alice@example.com", ALICE_PASSWORD)
+    async with httpx.AsyncClient(base_url=identity.url) as client:
+
+        async def composite(items: list[dict[str, object]], all_or_none: bool) -> dict:  # type: ignore[type-arg]
+            reply = await client.post(
+                f"{API}/records/composite",
+                headers=alice,
+                json={"items": items, "all_or_none": all_or_none},
+            )
+            assert reply.status_code == 200, reply.text
+            return reply.json()  # type: ignore[no-any-return]
+
+        made = await composite(
+            [
+                {"ref": "new", "op": "create", "object": "Lead__c", "fields": {"Name": "Cy"}},
+                {"ref": "again", "op": "read", "object": "Lead__c", "id": "@{new.id}"},
+                {
+                    "op": "update",
+                    "object": "Lead__c",
+                    "id": "@{again.Id}",
+                    "fields": {"Email__c": "@{again.Name}@x.io"},
+                },
+            ],
+            all_or_none=True,
+        )
+        assert [o["state"] for o in made["outcomes"]] == ["done", "done", "done"]
+        lead = made["outcomes"][0]["result"]["id"]
+
+        async def email() -> str:
+            read = await client.post(f"{API}/records/read", headers=alice, json={"id": lead})
+            return str(read.json()["fields"]["Email__c"])
+
+        assert await email() == "Cy@x.io"
+        update = {"op": "update", "object": "Lead__c", "id": lead, "fields": {"Email__c": "z@x.io"}}
+        refused = [
+            update,
+            {"op": "delete", "object": "Lead__c", "id": lead},
+            {"op": "update", "object": "Lead__c", "id": lead, "fields": {"Score__c": 9}},
+        ]
+        undone = await composite(refused, all_or_none=True)
+        assert undone["rolled_back"] is True
+        assert [o["state"] for o in undone["outcomes"]] == ["rolled_back", "failed", "halted"]
+        assert undone["outcomes"][1]["result"]["errors"][0]["category"] == "INSUFFICIENT_ACCESS"
+        assert await email() == "Cy@x.io"  # the update before the failure was rolled back
+
+        kept = await composite(refused, all_or_none=False)
+        assert [o["state"] for o in kept["outcomes"]] == ["done", "failed", "failed"]
+        assert kept["outcomes"][2]["result"]["errors"][0]["category"] == "INVALID_FIELD"
+        assert await email() == "z@x.io"
+
+        dangling = await composite(
+            [{"op": "read", "object": "Lead__c", "id": "@{nothing.id}"}], all_or_none=False
+        )
+        assert dangling["outcomes"][0]["state"] == "unresolved"

@@ -1,0 +1,131 @@
+"""A consumer's side of Catalog's snapshots (issue 7 §5, docs/adr/0033): fetch
+`GET /internal/v1/catalog/snapshot?consumer=...` with this role's workload token, adopt it only
+through a `SnapshotKeeper` (checksum, consumer, org, never backwards), and hand each newly
+verified revision to the consumer's `apply`.
+
+A snapshot that fails verification is refused with its reason logged (never its content) and
+the last verified one stays in force; Catalog unreachable or with no active release changes
+nothing. `step` is meant for `nexus.platform.periodic.every`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+
+from nexus.contracts.catalog import (
+    SNAPSHOT_PATH,
+    Consumer,
+    Snapshot,
+    SnapshotKeeper,
+    SnapshotRejected,
+)
+from nexus.platform.observability import get_logger
+from nexus.platform.periodic import every
+from nexus.platform.workload import WORKLOAD_HEADER
+
+log = get_logger(__name__)
+CATALOG_AUDIENCE = "catalog"
+
+
+class SnapshotFollower:
+    def __init__(
+        self,
+        consumer: Consumer,
+        *,
+        catalog_url: str,
+        token: Callable[[], str],
+        client: httpx.AsyncClient,
+        apply: Callable[[Snapshot], Awaitable[None]],
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.keeper = SnapshotKeeper(consumer)
+        self.url = catalog_url.rstrip("/") + SNAPSHOT_PATH
+        self.token = token
+        self.client = client
+        self.apply = apply
+        self.timeout_s = timeout_s
+        #: the revision `apply` last completed for (a failed apply is retried next step)
+        self.applied_revision = 0
+        self.reachable: bool | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        return self.keeper.consumer
+
+    async def fetch(self) -> object | None:
+        """The raw snapshot body, or None when Catalog is unreachable or has none active."""
+        try:
+            reply = await self.client.get(
+                self.url,
+                params={"consumer": self.consumer},
+                headers={WORKLOAD_HEADER: self.token()},
+                timeout=self.timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            if self.reachable is not False:  # log the change, not every tick
+                log.warning("catalog.snapshot_unreachable", error=type(exc).__name__)
+            self.reachable = False
+            return None
+        self.reachable = True
+        if reply.status_code == 404:
+            return None
+        if reply.status_code != 200:
+            log.warning("catalog.snapshot_refused", status=reply.status_code)
+            return None
+        try:
+            body: object = reply.json()
+        except ValueError:
+            return {}  # the keeper refuses it as not well formed
+        return body
+
+    async def step(self) -> None:
+        raw = await self.fetch()
+        if raw is None:
+            return
+        held = self.keeper.current
+        try:
+            snapshot = self.keeper.offer(raw)
+        except SnapshotRejected as exc:
+            log.warning(
+                "catalog.snapshot_rejected",
+                consumer=self.consumer,
+                reason=str(exc),
+                kept_revision=held.catalog_revision if held else None,
+            )
+            return
+        if snapshot.catalog_revision == self.applied_revision:
+            return
+        await self.apply(snapshot)
+        self.applied_revision = snapshot.catalog_revision
+        log.info(
+            "catalog.snapshot_applied",
+            consumer=self.consumer,
+            catalog_revision=snapshot.catalog_revision,
+        )
+
+
+@asynccontextmanager
+async def following(
+    consumer: Consumer,
+    *,
+    catalog_url: str,
+    token: Callable[[], str],
+    apply: Callable[[Snapshot], Awaitable[None]],
+    interval_s: float,
+    org_id: str | None = None,
+) -> AsyncIterator[SnapshotFollower | None]:
+    """Follow `consumer`'s snapshot every `interval_s` seconds while the block runs (not at
+    all when it is 0), on a client of its own."""
+    if interval_s <= 0:
+        yield None
+        return
+    async with httpx.AsyncClient(trust_env=False) as client:
+        follower = SnapshotFollower(
+            consumer, catalog_url=catalog_url, token=token, client=client, apply=apply
+        )
+        follower.keeper.org_id = org_id
+        async with every(interval_s, follower.step, name=f"catalog-snapshot-{consumer}"):
+            yield follower

@@ -1,0 +1,117 @@
+"""Runtime's side of release fencing and replica acknowledgements (docs/adr/0034).
+
+- **Fencing**: each schema/prepare call carries the release job's fencing token. Runtime
+  records the newest token it has seen per org and refuses an older one with 409
+  `STALE_FENCING_TOKEN` before it changes anything, so a job whose writer lease was taken
+  over cannot reach Runtime's schema or metadata even if Catalog's own check were bypassed.
+- **Acknowledgements**: a prepare records the job's CatalogRevision as the org's prepared
+  revision. Every runtime-api replica heartbeats (`ReplicaHeartbeat.step`, periodic): when
+  the prepared revision moved past what it acknowledged, it preloads the org's metadata view
+  at the current metadata revision, then records the revision as acknowledged, with the
+  database time it was last alive. The replica that served the prepare acknowledges at once.
+  Catalog's RUNTIME_PREPARED waits until every live replica acknowledged.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from nexus.contracts.catalog import ReplicaAck, ReplicaAcks
+from nexus.contracts.errors import Conflict
+from nexus.platform.db import insert_ignore, read_db_now_ms, session_factory, unit_of_work
+from nexus.runtime.metadata import models as m
+from nexus.runtime.metadata.view import MetadataCache
+
+
+class StaleFencingToken(Conflict):
+    default_code = "STALE_FENCING_TOKEN"
+
+
+async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
+    """Record `token` as the org's newest, or refuse it when a newer one was seen."""
+    t = m.release_fence
+    async with unit_of_work(session_factory(engine)) as session:
+        now = await read_db_now_ms(session)
+        await session.execute(
+            insert_ignore(t, session.get_bind().dialect.name).values(
+                org_id=org_id, fencing_token=token, prepared_revision=0, updated_at_ms=now
+            )
+        )
+        await session.execute(
+            update(t)
+            .where((t.c.org_id == org_id) & (t.c.fencing_token < token))
+            .values(fencing_token=token, updated_at_ms=now)
+        )
+        newest = await session.scalar(select(t.c.fencing_token).where(t.c.org_id == org_id))
+    if newest is not None and int(newest) > token:
+        raise StaleFencingToken(
+            f"fencing token {token} is older than {newest}, the newest this org's Runtime has "
+            "seen: another release job holds the org's writer lease; nothing was changed"
+        )
+
+
+async def record_prepared(engine: AsyncEngine, *, org_id: str, revision: int) -> None:
+    t = m.release_fence
+    async with unit_of_work(session_factory(engine)) as session:
+        await session.execute(
+            update(t)
+            .where((t.c.org_id == org_id) & (t.c.prepared_revision < revision))
+            .values(prepared_revision=revision, updated_at_ms=await read_db_now_ms(session))
+        )
+
+
+async def replica_acks(engine: AsyncEngine, *, live_ms: int) -> ReplicaAcks:
+    t = m.replica
+    async with unit_of_work(session_factory(engine), readonly=True) as session:
+        now = await read_db_now_ms(session)
+        rows = (await session.execute(select(t).order_by(t.c.replica_id))).mappings().all()
+    return ReplicaAcks(
+        replicas=[
+            ReplicaAck(
+                replica_id=r["replica_id"],
+                prepared_revision=int(r["prepared_revision"]),
+                live=int(r["seen_at_ms"]) >= now - live_ms,
+            )
+            for r in rows
+        ]
+    )
+
+
+class ReplicaHeartbeat:
+    """This runtime-api replica's acknowledgements (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine, *, replica_id: str, metadata: MetadataCache) -> None:
+        self.sessions = session_factory(engine)
+        self.replica_id = replica_id
+        self.metadata = metadata
+        self.acked: dict[str, int] = {}
+
+    async def step(self) -> None:
+        async with unit_of_work(self.sessions) as session:
+            fences = (await session.execute(select(m.release_fence))).mappings().all()
+            for fence in fences:
+                await self._preload(session, fence["org_id"], int(fence["prepared_revision"]))
+            await self._record(session)
+
+    async def ack(self, org_id: str, revision: int) -> None:
+        """Acknowledge `revision` now (the replica that served the prepare)."""
+        async with unit_of_work(self.sessions) as session:
+            await self._preload(session, org_id, revision)
+            await self._record(session)
+
+    async def _preload(self, session: AsyncSession, org_id: str, revision: int) -> None:
+        if revision > self.acked.get(org_id, 0):
+            await self.metadata.view(session, org_id)  # loads the new definitions
+            self.acked[org_id] = revision
+
+    async def _record(self, session: AsyncSession) -> None:
+        t = m.replica
+        now = await read_db_now_ms(session)
+        org_id, revision = max(self.acked.items(), key=lambda i: i[1], default=(None, 0))
+        values = {"org_id": org_id, "prepared_revision": revision, "seen_at_ms": now}
+        dialect = session.get_bind().dialect.name
+        await session.execute(
+            insert_ignore(t, dialect).values(replica_id=self.replica_id, **values)
+        )
+        await session.execute(update(t).where(t.c.replica_id == self.replica_id).values(**values))
