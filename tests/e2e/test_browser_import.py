@@ -210,7 +210,7 @@ def test_upsert_by_external_id_updates_and_inserts(rep: Page) -> None:
         rep.get_by_role("button", name="Import", exact=True).click()
         dialog = rep.get_by_role("dialog", name="Import Accounts")
         dialog.get_by_label("Update or insert, matched by an external id").check()
-        expect(dialog.get_by_label("External id field")).to_have_value("External_Customer_Id__c")
+        dialog.get_by_label("External id field").select_option("External_Customer_Id__c")
         dialog.get_by_label("CSV file").set_input_files(
             {"name": "customers.csv", "mimeType": "text/csv", "buffer": body.encode()}
         )
