@@ -167,7 +167,7 @@ async def delete_by_external_id(
     d = dialect(request)
     caller = request.state.caller = await d.enter(request, version)
     if field.lower() == "id":
-        if not _looks_like_id(value):
+        if not looks_like_id(value):
             raise not_found()
         await saved(request, {"op": "delete", "object": name, "id": value})
         return d.reply(request, None, 204)
