@@ -70,6 +70,7 @@ export function toFieldInfo(f: Json): FieldInfo {
     referenceTo: ((f.referenceToInfos as Json[] | null) ?? []).map((r) => String(r.apiName)),
     relationshipName: f.relationshipName ?? null,
     system: f.nexusType === "system",
+    externalId: Boolean(f.externalId),
   };
 }
 

@@ -75,6 +75,24 @@ async function send(path: string, init: RequestInit): Promise<Response> {
 }
 
 export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const reply = await authorized(path, init);
+  if (reply.status === 204) return undefined as T;
+  const body = await reply.json().catch(() => null);
+  if (!reply.ok) throw toApiError(reply.status, body);
+  return body as T;
+}
+
+/** A file download (CSV): the body and the server's file name (Content-Disposition). */
+export async function download(path: string): Promise<{ blob: Blob; filename: string | null }> {
+  const reply = await authorized(path, {});
+  if (!reply.ok) throw toApiError(reply.status, await reply.json().catch(() => null));
+  const disposition = reply.headers.get("Content-Disposition") ?? "";
+  const filename = /filename="([^"]+)"/.exec(disposition)?.[1] ?? null;
+  return { blob: await reply.blob(), filename };
+}
+
+/** Send with the in-memory token; one refresh on 401; network failures as ApiError. */
+async function authorized(path: string, init: RequestInit): Promise<Response> {
   let reply: Response;
   try {
     reply = await send(path, init);
@@ -93,10 +111,7 @@ export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
     if (error instanceof ApiError) throw error;
     throw new ApiError("The server cannot be reached. Check your connection.", 0, "NETWORK");
   }
-  if (reply.status === 204) return undefined as T;
-  const body = await reply.json().catch(() => null);
-  if (!reply.ok) throw toApiError(reply.status, body);
-  return body as T;
+  return reply;
 }
 
 export function json(method: string, body: unknown): RequestInit {

@@ -27,6 +27,8 @@ export interface FieldInfo {
   referenceTo: string[];
   relationshipName: string | null;
   system: boolean;
+  /** An external id field (CSV upsert matches on it). */
+  externalId?: boolean;
 }
 
 export interface LayoutSection {

@@ -7,6 +7,8 @@ import { currentPath, navigate, parseRoute, paths, usePath } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, ToastProvider } from "../ui/components";
 import { AdminScreen } from "../admin/AdminScreen";
 import { ListScreen } from "./ListScreen";
+import { forgetViewed } from "./recent";
+import { RecentlyViewed } from "./RecentlyViewed";
 import { RecordScreen } from "./RecordScreen";
 import { SearchPalette } from "./SearchPalette";
 import { errorText, useAsync } from "./useAsync";
@@ -67,6 +69,7 @@ export function App() {
         onSignOut={async () => {
           signingOut = true;
           await signOut();
+          forgetViewed();
           setSignedOut(true);
           signingOut = false;
         }}
@@ -133,6 +136,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           ))}
         </ul>
       </nav>
+      <RecentlyViewed current={route.name === "record" ? route.id : undefined} />
       <main id="main" className="content" tabIndex={-1}>
         {route.name === "list" && <ListScreen key={route.object + route.view} object={route.object} view={route.view} />}
         {route.name === "record" && (

@@ -4,6 +4,9 @@ import type { FieldInfo, NavItem, ObjectInfo, RecordData } from "../api/types";
 import { displayValue } from "../fields/format";
 import { navigate, paths } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, Table, useToast, type Column } from "../ui/components";
+import { exportListView, saveFile } from "../api/imports";
+import { ImportDialog } from "./ImportDialog";
+import { RecycleBin } from "./RecycleBin";
 import { RecordForm } from "./RecordForm";
 import { errorText, useAsync } from "./useAsync";
 
@@ -34,6 +37,9 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
   const [creating, setCreating] = useState(false);
   const [filterText, setFilterText] = useState("");
   const [q, setQ] = useState("");
+  const [importing, setImporting] = useState(false);
+  const [exporting, setExporting] = useState(false);
+  const [binOpen, setBinOpen] = useState(false);
   const toast = useToast();
   useEffect(() => {
     const timer = setTimeout(() => {
@@ -87,6 +93,19 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
               </select>
             </label>
           )}
+          <Button
+            disabled={exporting}
+            onClick={() => {
+              setExporting(true);
+              exportListView(info.apiName, { listView, sortBy, q })
+                .then((file) => saveFile(file, `${title}.csv`), (e) => toast(errorText(e), "error"))
+                .finally(() => setExporting(false));
+            }}
+          >
+            {exporting ? "Exporting…" : "Export"}
+          </Button>
+          {info.createable && <Button onClick={() => setImporting(true)}>Import</Button>}
+          {info.deletable && <Button onClick={() => setBinOpen(true)}>Recycle bin</Button>}
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New</Button>}
         </div>
       </div>
@@ -142,6 +161,8 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
           }}
         />
       )}
+      {binOpen && <RecycleBin info={info} onClose={() => setBinOpen(false)} onRestored={page.reload} />}
+      {importing && <ImportDialog info={info} onClose={() => setImporting(false)} onDone={page.reload} />}
       {editing && (
         <RecordForm
           info={info}

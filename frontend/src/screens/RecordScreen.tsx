@@ -1,10 +1,11 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { deleteRecord, objectInfo, recordPage } from "../api/crm";
 import type { NavItem, ObjectInfo } from "../api/types";
 import { displayValue } from "../fields/format";
 import { LayoutRenderer } from "../layout/LayoutRenderer";
 import { navigate, paths } from "../router";
 import { Button, ErrorState, Link, Modal, Spinner, useToast } from "../ui/components";
+import { forgetViewed, rememberViewed } from "./recent";
 import { RecordForm } from "./RecordForm";
 import { errorText, useAsync } from "./useAsync";
 
@@ -21,6 +22,13 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
   const [editing, setEditing] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [adding, setAdding] = useState<{ object: ObjectInfo; field: string } | null>(null);
+  const opened = record.data?.record;
+  useEffect(() => {
+    if (opened) {
+      const name = String(opened.fields[info.nameField] ?? opened.id);
+      rememberViewed({ object: info.apiName, objectLabel: info.label, id: opened.id, name });
+    }
+  }, [opened, info]);
 
   if (record.error) {
     return (
@@ -135,6 +143,7 @@ function RecordView({ info, id, nav }: { info: ObjectInfo; id: string; nav: NavI
                 onClick={() =>
                   deleteRecord(info.apiName, data.id).then(
                     () => {
+                      forgetViewed(data.id);
                       toast(`${info.label} "${name}" deleted`);
                       navigate(paths.list(info.apiName));
                     },

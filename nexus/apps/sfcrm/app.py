@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nexus.apps.sfcrm import composite, query, resources, sobjects, ui_api
+from nexus.apps.sfcrm import composite, query, resources, sobjects, ui_api, undelete
 from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
@@ -185,6 +185,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(query.router)
     app.include_router(composite.router)
     app.include_router(ui_api.router)
+    app.include_router(undelete.router)
 
     @app.api_route(f"{PREFIX}/{{rest:path}}", methods=ALL_METHODS, include_in_schema=False)
     async def unknown(rest: str) -> Response:

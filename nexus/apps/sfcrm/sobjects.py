@@ -100,7 +100,7 @@ async def _read(
     request: Request, version: str, caller: Caller, name: str, record_id: str
 ) -> Response:
     d = dialect(request)
-    if not _looks_like_id(record_id):
+    if not looks_like_id(record_id):
         raise not_found(
             f"Provided external ID field does not exist or is not accessible: {record_id}"
         )
@@ -116,7 +116,7 @@ async def _read(
 async def update(request: Request, version: str, name: str, record_id: str) -> Response:
     d = dialect(request)
     request.state.caller = await d.enter(request, version)
-    if not _looks_like_id(record_id):
+    if not looks_like_id(record_id):
         raise not_found()
     body = await json_object(request)
     await saved(
@@ -129,7 +129,7 @@ async def update(request: Request, version: str, name: str, record_id: str) -> R
 async def delete(request: Request, version: str, name: str, record_id: str) -> Response:
     d = dialect(request)
     request.state.caller = await d.enter(request, version)
-    if not _looks_like_id(record_id):
+    if not looks_like_id(record_id):
         raise not_found()
     await saved(request, {"op": "delete", "object": name, "id": record_id})
     return d.reply(request, None, 204)
@@ -167,7 +167,7 @@ async def delete_by_external_id(
     d = dialect(request)
     caller = request.state.caller = await d.enter(request, version)
     if field.lower() == "id":
-        if not _looks_like_id(value):
+        if not looks_like_id(value):
             raise not_found()
         await saved(request, {"op": "delete", "object": name, "id": value})
         return d.reply(request, None, 204)
@@ -213,5 +213,5 @@ async def upsert(request: Request, version: str, name: str, field: str, value: s
     return d.reply(request, wire.save_result(result, upsert=True), 200)
 
 
-def _looks_like_id(value: str) -> bool:
+def looks_like_id(value: str) -> bool:
     return len(value) in (15, 18) and value.isalnum() and value.isascii()

@@ -405,16 +405,19 @@ def _compare(expr: Any, op: str, value: Any, column: _Column, present: Any) -> C
         if op in ("!=", "<>"):
             return expr.isnot(None)  # type: ignore[no-any-return]
         raise SoqlError(f"null can only be compared with = or != ({column.path.text})")
+    if op == "=":
+        return and_(present, expr == value)
+    if op in ("!=", "<>"):
+        return or_(expr != value, expr.is_(None))
+    if isinstance(value, bool):  # SQLAlchemy refuses `<` etc. with a boolean
+        raise SoqlError(f"true/false can only be compared with = or != ({column.path.text})")
     operators = {
-        "=": and_(present, expr == value),
-        "!=": or_(expr != value, expr.is_(None)),
-        "<>": or_(expr != value, expr.is_(None)),
-        "<": and_(present, expr < value),
-        "<=": and_(present, expr <= value),
-        ">": and_(present, expr > value),
-        ">=": and_(present, expr >= value),
+        "<": lambda: expr < value,
+        "<=": lambda: expr <= value,
+        ">": lambda: expr > value,
+        ">=": lambda: expr >= value,
     }
-    return operators[op]
+    return and_(present, operators[op]())
 
 
 def _date_range(literal: str, today: date) -> tuple[date, date]:
