@@ -14,9 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.catalog import Snapshot
 from nexus.contracts.roles import Role
 from nexus.integration.route_service import apply_catalog_routes
-from nexus.platform.catalog_follower import CATALOG_AUDIENCE, SnapshotFollower
+from nexus.platform.catalog_follower import CATALOG_AUDIENCE, SnapshotFollower, following
 from nexus.platform.observability import get_logger
-from nexus.platform.periodic import every
 from nexus.platform.secrets import workload_signer
 from nexus.platform.settings import Settings
 
@@ -32,10 +31,6 @@ async def following_catalog(
     on_change: Callable[[], None],
 ) -> AsyncIterator[SnapshotFollower | None]:
     """Poll Catalog while the block runs (not at all when the interval is 0)."""
-    interval = settings.integration.integration_catalog_poll_seconds
-    if interval <= 0:
-        yield None
-        return
     signer = workload_signer(settings, Role.INTEGRATION.value)
 
     async def apply(snapshot: Snapshot) -> None:
@@ -52,13 +47,13 @@ async def following_catalog(
             deactivated=result.deactivated,
         )
 
-    follower = SnapshotFollower(
+    async with following(
         "integration",
         catalog_url=settings.upstream_url("catalog"),
         token=lambda: signer.token(CATALOG_AUDIENCE),
-        client=client,
         apply=apply,
-    )
-    follower.keeper.org_id = settings.integration.integration_org_id
-    async with every(interval, follower.step, name="catalog-snapshot"):
+        interval_s=settings.integration.integration_catalog_poll_seconds,
+        org_id=settings.integration.integration_org_id,
+        client=client,
+    ) as follower:
         yield follower

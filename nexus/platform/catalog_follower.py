@@ -11,7 +11,7 @@ nothing. `step` is meant for `nexus.platform.periodic.every`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
 
@@ -116,13 +116,16 @@ async def following(
     apply: Callable[[Snapshot], Awaitable[None]],
     interval_s: float,
     org_id: str | None = None,
+    client: httpx.AsyncClient | None = None,
 ) -> AsyncIterator[SnapshotFollower | None]:
     """Follow `consumer`'s snapshot every `interval_s` seconds while the block runs (not at
-    all when it is 0), on a client of its own."""
+    all when it is 0), on `client` or, without one, on a client of its own."""
     if interval_s <= 0:
         yield None
         return
-    async with httpx.AsyncClient(trust_env=False) as client:
+    async with AsyncExitStack() as stack:
+        if client is None:
+            client = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
         follower = SnapshotFollower(
             consumer, catalog_url=catalog_url, token=token, client=client, apply=apply
         )
