@@ -14,12 +14,13 @@ own short transaction:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, delete, or_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Column, Table, and_, delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.platform.db import db_now_ms, reading
 from nexus.platform.observability import get_logger
@@ -68,10 +69,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
                     .limit(batch)
                 )
             ]
-            for org_id, key in keys:
-                await conn.execute(
-                    delete(idem).where(idem.c.org_id == org_id, idem.c.idem_key == key)
-                )
+            await _delete_keys(conn, idem, idem.c.idem_key, keys)
         pruned.idempotency_keys += len(keys)
         if len(keys) < batch:
             return pruned
@@ -109,15 +107,23 @@ async def _prune_message_keys(engine: AsyncEngine, cutoff: int, batch: int) -> i
                     select(items.c.id).where(items.c.id.in_([r[3] for r in rows]))
                 )
             }
-            for _, org_id, key, work_id in rows:
-                if work_id not in live:
-                    await conn.execute(
-                        delete(msg).where(msg.c.org_id == org_id, msg.c.message_key == key)
-                    )
-                    removed += 1
+            gone = [(r[1], r[2]) for r in rows if r[3] not in live]
+            await _delete_keys(conn, msg, msg.c.message_key, gone)
+            removed += len(gone)
         if len(rows) < batch:
             return removed
         after = (int(rows[-1][0]), str(rows[-1][1]), str(rows[-1][2]))
+
+
+async def _delete_keys(
+    conn: AsyncConnection, table: Table, key: Column[Any], keys: Sequence[tuple[Any, Any]]
+) -> None:
+    """Delete rows by (org_id, key): one statement per org, not one per row."""
+    by_org: dict[str, list[str]] = {}
+    for org_id, value in keys:
+        by_org.setdefault(str(org_id), []).append(str(value))
+    for org_id, values in by_org.items():
+        await conn.execute(delete(table).where(table.c.org_id == org_id, key.in_(values)))
 
 
 @asynccontextmanager
