@@ -266,6 +266,9 @@ class InboxSettings(BaseSettings):
     #: a message redelivered after this long is no longer recognised as a duplicate.
     runtime_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
     runtime_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
+    #: A pause between an import's chunks (ADR 0040); for tests that watch an import's
+    #: progress step by step on a fast machine. 0 (no pause) outside tests.
+    import_chunk_pause_ms: Annotated[int, Field(ge=0, le=10_000)] = 0
 
 
 SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (

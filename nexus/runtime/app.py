@@ -142,7 +142,7 @@ def _worker_lifespan(
         outbox_lifespan(settings),
         _queue_gauges(settings),
         _retention(settings),
-        imports_lifespan(),
+        imports_lifespan(settings.inbox.import_chunk_pause_ms / 1000),
     )
 
     def inbox_rang() -> None:

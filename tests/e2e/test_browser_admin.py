@@ -18,17 +18,13 @@ from typing import Any
 
 import pytest
 import yaml
-from playwright.sync_api import Browser, FilePayload, Page, expect, sync_playwright
+from playwright.sync_api import Browser, FilePayload, Page, expect
 
-from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import ADMIN_PASSWORD, PASSWORD, Stack, sfcrm_stack
+from tests.e2e.browser_stack import BrowserStack
+from tests.e2e.sfcrm_stack import ADMIN_PASSWORD, PASSWORD, Stack
 from tests.e2e.test_browser_crm import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DIST,
     SHOTS,
     WIDE,
-    _missing,
     check_accessibility,
     shot,
     sign_in,
@@ -69,21 +65,19 @@ def where(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(where: Path) -> Iterator[Stack]:
-    if not DIST.is_file():
-        pytest.fail("the browser CRM is not built: run `make frontend`")
-    with sfcrm_stack(where, Backend(name="sqlite")) as running:
-        running.nexus(
-            "admin",
-            "assign-permission-set",
-            "--username",
-            "integration",
-            "--permission-set",
-            "Sfcrm_Test_Sales",
-        )
-        running.nexus("hooks", "set-secret", "crm-demo-contacts", "--generate")
-        apply_routes(running, where, route(tier=True))
-        yield running
+def stack(where: Path, browser_stack: BrowserStack) -> Stack:
+    running = browser_stack.stack()  # shared with the other browser suites (browser_stack.py)
+    running.nexus(
+        "admin",
+        "assign-permission-set",
+        "--username",
+        "integration",
+        "--permission-set",
+        "Sfcrm_Test_Sales",
+    )
+    running.nexus("hooks", "set-secret", "crm-demo-contacts", "--generate")
+    apply_routes(running, where, route(tier=True))
+    return running
 
 
 def apply_routes(stack: Stack, where: Path, routes: dict[str, Any]) -> str:
@@ -103,16 +97,12 @@ def send(stack: Stack, where: Path, delivery: str, body: dict[str, Any]) -> None
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        _missing("Chromium at /usr/bin/chromium (apt-get install chromium)")
+def browser(browser_stack: BrowserStack) -> Browser:
+    launched = browser_stack.browser()
     (SHOTS / "admin").mkdir(parents=True, exist_ok=True)  # the CRM suite clears SHOTS/*.png
     for old in (SHOTS / "admin").glob("*.png"):
         old.unlink()
-    with sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    return launched
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -15,60 +14,31 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect
 
-from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import PASSWORD, Stack, sfcrm_stack
+from tests.e2e.browser_stack import DIST, ROOT, STALENESS, BrowserStack
+from tests.e2e.sfcrm_stack import PASSWORD, Stack
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-DIST = ROOT / "frontend" / "dist" / "index.html"
 AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 SHOTS = Path(__file__).parent / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ACCOUNT = f"Browser Test Works {int(time.time())}"
 WIDE: ViewportSize = {"width": 1280, "height": 800}
 NARROW: ViewportSize = {"width": 390, "height": 800}
-STALENESS = 1.0  # the stack's max_security_staleness_seconds (revocations seen within it)
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI requires {what}")
-    pytest.skip(what)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    if not DIST.is_file():
-        pytest.fail("the browser CRM is not built: run `make frontend`")
-    with sfcrm_stack(
-        tmp_path_factory.mktemp("browser"),
-        Backend(name="sqlite"),
-        NEXUS_MAX_SECURITY_STALENESS_SECONDS=str(STALENESS),
-    ) as running:
-        yield running
+def stack(browser_stack: BrowserStack) -> Stack:
+    return browser_stack.stack()  # shared with the other browser suites (browser_stack.py)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        _missing("Chromium at /usr/bin/chromium (apt-get install chromium)")
+def browser(browser_stack: BrowserStack) -> Browser:
+    launched = browser_stack.browser()
     SHOTS.mkdir(exist_ok=True)
     for old in SHOTS.glob("*.png"):
         old.unlink()
-    with sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    return launched
 
 
 def _page(browser: Browser, **options: Any) -> Page:

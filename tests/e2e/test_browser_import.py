@@ -13,18 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import PASSWORD, Stack, sfcrm_stack
+from tests.e2e.browser_stack import BrowserStack
+from tests.e2e.sfcrm_stack import PASSWORD, Stack
 from tests.e2e.test_browser_crm import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DIST,
     NARROW,
     SHOTS,
     WIDE,
-    _missing,
     _page,
     check_accessibility,
     sign_in,
@@ -44,22 +40,14 @@ def first_page(count: int, shown: int = 25) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    if not DIST.is_file():
-        pytest.fail("the browser CRM is not built: run `make frontend`")
-    with sfcrm_stack(tmp_path_factory.mktemp("browser-import"), Backend(name="sqlite")) as up:
-        yield up
+def stack(browser_stack: BrowserStack) -> Stack:
+    return browser_stack.stack()  # shared with the other browser suites (browser_stack.py)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        _missing("Chromium at /usr/bin/chromium (apt-get install chromium)")
+def browser(browser_stack: BrowserStack) -> Browser:
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    return browser_stack.browser()
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,12 @@ async def _take(state: ServiceState, owner: str) -> tuple[str, str] | None:
         return job if await claim(session, owner, job) else None  # or another was first
 
 
-async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> None:
-    """Until cancelled: run every waiting import to its end, then wait `idle_s` and look again.
-    A chunk that fails `MAX_FAILURES` times in a row fails its job (with the error's class)."""
+async def run_imports(
+    state: ServiceState, *, idle_s: float = IDLE_SECONDS, pause_s: float = 0.0
+) -> None:
+    """Until cancelled: run every waiting import to its end (`pause_s` between its chunks),
+    then wait `idle_s` and look again. A chunk that fails `MAX_FAILURES` times in a row fails
+    its job (with the error's class)."""
     owner = f"import-{uuid.uuid4().hex[:12]}"
     metadata, access = MetadataCache(), AccessCache()
     job: tuple[str, str] | None = None
@@ -56,6 +59,8 @@ async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> N
                 if not more:
                     log.info("imports.finished", job=job[1])
                     job = None
+                elif pause_s:
+                    await asyncio.sleep(pause_s)
                 continue
         except Exception as exc:  # noqa: BLE001 - keep running; the lease hands the job on
             unless_cancelled()
@@ -69,10 +74,12 @@ async def run_imports(state: ServiceState, *, idle_s: float = IDLE_SECONDS) -> N
         await asyncio.sleep(idle_s)
 
 
-def imports_lifespan() -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
+def imports_lifespan(
+    pause_s: float = 0.0,
+) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
-        task = asyncio.create_task(run_imports(state), name="imports")
+        task = asyncio.create_task(run_imports(state, pause_s=pause_s), name="imports")
         try:
             yield
         finally:
