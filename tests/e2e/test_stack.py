@@ -121,7 +121,12 @@ def running_stack(
 def test_up_serves_every_role_through_the_gateway_and_stops_cleanly(
     tmp_path: Path, backend: Backend
 ) -> None:
-    with running_stack(tmp_path, backend) as (proc, base, elapsed):
+    # Integration looks for its Catalog snapshot every 0.5 s, not 5: the routes below sooner
+    with running_stack(tmp_path, backend, NEXUS_INTEGRATION_CATALOG_POLL_SECONDS="0.5") as (
+        proc,
+        base,
+        elapsed,
+    ):
         _check_stack_then_stop(proc, base, elapsed)
 
 
