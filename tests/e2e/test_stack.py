@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ READY_CPU_SECONDS = 30
 #: ... and within this much wall time: a start that waits on something still fails.
 READY_WITHIN_SECONDS = 60
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+START_LIMIT_SECONDS = 180  # `nexus up` that never says it is ready is killed (the test fails)
 ROLE_PATHS = {
     "runtime-api": "/_roles/runtime-api",
     "runtime-worker": "/_roles/runtime-worker",
@@ -91,6 +93,8 @@ def running_stack(
     with subprocess.Popen(
         [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     ) as proc:
+        watchdog = threading.Timer(START_LIMIT_SECONDS, proc.kill)
+        watchdog.start()
         try:
             lines = []
             while proc.stdout and not any("is ready at" in line for line in lines):
@@ -98,8 +102,10 @@ def running_stack(
                 if not line:
                     break
                 lines.append(line)
+            watchdog.cancel()
             elapsed = time.monotonic() - started
-            assert "is ready at" in lines[-1], f"nexus up did not become ready: {lines!r}"
+            last = lines[-1] if lines else ""
+            assert "is ready at" in last, f"nexus up did not become ready: {lines!r}"
             # the built-in sfcrm App is installed before the stack says it is ready
             assert any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines), lines
             password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
@@ -113,6 +119,7 @@ def running_stack(
             assert token.status_code == 200, token.text  # the printed first-admin password works
             yield proc, base, elapsed
         finally:
+            watchdog.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
