@@ -54,7 +54,8 @@ class UiStack:
         return {"Authorization": f"Bearer {self.tokens[user]}"}
 
     async def token(self, username: str, password: str) -> str:
-        async with httpx.AsyncClient(base_url=self.runtime_url) as client:
+        # argon2 is slow on purpose: a sign-in can take more than httpx's 5 s on a loaded machine
+        async with httpx.AsyncClient(base_url=self.runtime_url, timeout=30) as client:
             reply = await client.post(
                 "/services/oauth2/token",
                 data={"grant_type": "password", "username": username, "password": password},

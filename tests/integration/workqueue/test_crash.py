@@ -85,6 +85,19 @@ async def wait_between_writes(
     raise AssertionError("the holder never started its items and renewed their leases")
 
 
+async def wait_effects_started(engine: AsyncEngine, prefix: str) -> None:
+    """Until a handler is mid-effect (its execution row written; each takes `sleep_ms`): a
+    loaded machine may start the worker's first claim late, so no fixed wait is enough."""
+    execution = effect_tables(MetaData(), prefix)[1]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        async with reading(engine) as conn:
+            if (await conn.execute(select(func.count()).select_from(execution))).scalar_one():
+                return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the worker never started an effect")
+
+
 async def wait_all_succeeded(engine: AsyncEngine, tables: WorkTables, count: int) -> None:
     await wait_all_in(engine, tables, "succeeded", count)
 
@@ -95,7 +108,7 @@ async def test_a_killed_workers_items_are_reclaimed_and_done_once(
     db, url = engine
     tables = await prepare(db, "crash_kill", 24)
     first = start_worker(url, "crash_kill", sleep_ms=400)
-    await asyncio.sleep(0.6)  # it holds items, some mid-effect
+    await wait_effects_started(db, "crash_kill")  # it holds items, some mid-effect
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=10)
     second = start_worker(url, "crash_kill", sleep_ms=10)
