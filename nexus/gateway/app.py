@@ -6,21 +6,27 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
-from nexus.contracts.errors import NexusError, NotFound
+from nexus.contracts.errors import MethodNotAllowed, NexusError, NotFound
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
-from nexus.gateway.proxy import forward, upstream_session, upstream_timeout
+from nexus.gateway.proxy import Upstream, forward, upstream_session, upstream_timeout
 from nexus.gateway.route_table import RouteTable, load_route_table
 from nexus.gateway.static import StaticBundle, default_static_root
-from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app, error_response
+from nexus.platform.http import (
+    OPS_PATHS,
+    OpsInfo,
+    ReadinessCheck,
+    RequestContextMiddleware,
+    create_role_app,
+    error_response,
+)
 from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
-PROXY_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+PROXY_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> FastAPI:
@@ -37,7 +43,11 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.session = upstream_session()
+        app.state.session = session = upstream_session()
+        upstreams.update(
+            (name, Upstream(session, timeout, url, gw.gateway_body_limit_bytes))
+            for name, url in upstream_urls.items()
+        )
         try:
             yield
         finally:
@@ -70,43 +80,39 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
     )
     app = create_role_app(info, lifespan=lifespan)
 
-    @app.api_route("/{path:path}", methods=PROXY_METHODS, include_in_schema=False)
-    async def proxy(request: Request) -> Response:
-        route = table.match(request.url.path)
+    upstreams: dict[str, Upstream] = {}  # filled once the pool exists (lifespan)
+
+    async def proxy(scope: Scope, receive: Receive, send: Send) -> None:
+        """Every path but the gateway's own ops endpoints: the route table decides."""
+        request_id = scope["state"]["request_id"]
+        path, method = scope["path"], scope["method"]
+        route = table.match(path)
         allowed = route is not None and (
-            (route.methods is None or request.method in route.methods)
-            and (route.only is None or route.upstream_path(request.url.path) in route.only)
+            (route.methods is None or method in route.methods)
+            and (route.only is None or route.upstream_path(path) in route.only)
         )
-        if route is None or not allowed:
-            raise NotFound(f"no route for {request.method} {request.url.path}")
-        if route.static is not None:
-            request.scope["nexus.route_label"] = f"static:{route.static}"
-            return bundles[route.static].serve(request.url.path, route.prefix)
-        upstream = str(route.upstream)  # a route has exactly one of upstream and static
-        request.scope["nexus.route_label"] = f"proxy:{upstream}"
-        return await forward(
-            request,
-            session=app.state.session,
-            upstream_limits=timeout,
-            route=route,
-            base_url=upstream_urls[upstream],
-            body_limit=gw.gateway_body_limit_bytes,
-            request_id=request.state.request_id,
-        )
-
-    async def unrouted(request: Request, exc: Exception) -> Response:
-        """A path the catch-all pattern cannot take (one with a line break in it) is still
-        the route table's to decide: proxied when a route matches, else the 404 envelope."""
-        if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
-            raise exc
-        if exc.status_code != 404:
-            return JSONResponse(
-                {"code": "METHOD_NOT_ALLOWED", "message": "method not allowed"}, 405
-            )
         try:
-            return await proxy(request)
+            if method not in PROXY_METHODS:
+                raise MethodNotAllowed(f"method {method} is not supported")
+            if route is None or not allowed:
+                raise NotFound(f"no route for {method} {path}")
+            if route.static is not None:
+                scope["nexus.route_label"] = f"static:{route.static}"
+                response = bundles[route.static].serve(path, route.prefix)
+                await response(scope, receive, send)
+                return
+            upstream = str(route.upstream)  # a route has exactly one of upstream and static
+            scope["nexus.route_label"] = f"proxy:{upstream}"
+            await forward(
+                scope,
+                receive,
+                send,
+                route=route,
+                upstream=upstreams[upstream],
+                request_id=request_id,
+            )
         except NexusError as error:
-            return error_response(error, getattr(request.state, "request_id", None))
+            await error_response(error, request_id)(scope, receive, send)
 
-    app.add_exception_handler(StarletteHTTPException, unrouted)
+    app.serve_ahead("/", RequestContextMiddleware(proxy, role=Role.GATEWAY.value), unless=OPS_PATHS)
     return app

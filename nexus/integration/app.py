@@ -28,7 +28,12 @@ from nexus.integration.models import work
 from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
-from nexus.platform.db import create_engine, create_sqlite_thread_engine, is_sqlite_file
+from nexus.platform.db import (
+    create_engine,
+    create_sqlite_thread_engine,
+    is_sqlite_file,
+    sqlite_write_gate,
+)
 from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
@@ -58,7 +63,12 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             thread_engine = create_sqlite_thread_engine(
                 url, sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms
             )
-            return SqliteThreadStore(thread_engine, threads=cfg.ingress_writers)
+            return SqliteThreadStore(
+                thread_engine,
+                threads=cfg.ingress_writers,
+                write_gate=sqlite_write_gate(url),
+                turn_timeout_s=settings.db.sqlite_busy_timeout_ms / 1000,
+            )
         return EngineStore(ingress_engine)
 
     @asynccontextmanager

@@ -17,7 +17,9 @@ process still meets SQLite's busy handler. If the lock cannot be had within the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sqlalchemy.util import await_only
@@ -63,6 +65,27 @@ def leave_write(conn: Any, *, end: str | None) -> None:
     try:
         if end is not None:
             getattr(conn.connection, end)()
+    finally:
+        _release(lock)
+
+
+@contextlib.asynccontextmanager
+async def write_turn(database: str, timeout_s: float) -> AsyncIterator[None]:
+    """This process's turn to write `database`, for a write transaction that runs off the
+    event loop (a whole transaction on a worker thread): the thread's `BEGIN IMMEDIATE` then
+    finds the lock free instead of sleeping in SQLite's busy handler behind this process's
+    own writers. Same fallback as `enter_write`: no turn within the timeout, go ahead."""
+    lock = _lock(database)
+    if lock is None:
+        yield
+        return
+    try:
+        await asyncio.wait_for(lock.acquire(), timeout_s)
+    except TimeoutError:
+        yield
+        return
+    try:
+        yield
     finally:
         _release(lock)
 
