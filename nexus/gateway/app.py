@@ -23,10 +23,33 @@ from nexus.platform.http import (
     create_role_app,
     error_response,
 )
+from nexus.platform.interpreter import tuned_for_serving
 from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
 PROXY_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def upstream_ready(
+    upstreams: dict[str, Upstream], name: str, url: str, timeout: aiohttp.ClientTimeout
+) -> ReadinessCheck:
+    """Ready when the upstream's own /readyz answers 200 (not before the pool exists)."""
+
+    async def check() -> CheckResult:
+        result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
+        upstream = upstreams.get(name)
+        if upstream is None:
+            return result
+        try:
+            async with upstream.session.get(f"{url}/readyz", timeout=timeout) as reply:
+                ok = reply.status == 200
+        except TimeoutError:
+            return result.model_copy(update={"detail": "timeout"})
+        except aiohttp.ClientError as exc:
+            return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
+        return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
+
+    return check
 
 
 def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> FastAPI:
@@ -40,47 +63,32 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
         connect_timeout=gw.gateway_connect_timeout_seconds,
     )
     readiness_timeout = aiohttp.ClientTimeout(total=gw.gateway_readiness_timeout_seconds)
+    upstreams: dict[str, Upstream] = {}  # filled once the pool exists (lifespan)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.session = session = upstream_session()
+        session = upstream_session()
         upstreams.update(
             (name, Upstream(session, timeout, url, gw.gateway_body_limit_bytes))
             for name, url in upstream_urls.items()
         )
         try:
-            yield
+            with tuned_for_serving():
+                yield
         finally:
-            await app.state.session.close()
-
-    def upstream_ready(name: str) -> ReadinessCheck:
-        async def check() -> CheckResult:
-            result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
-            session: aiohttp.ClientSession | None = getattr(app.state, "session", None)
-            if session is None:
-                return result
-            try:
-                async with session.get(
-                    f"{upstream_urls[name]}/readyz", timeout=readiness_timeout
-                ) as reply:
-                    ok = reply.status == 200
-            except TimeoutError:
-                return result.model_copy(update={"detail": "timeout"})
-            except aiohttp.ClientError as exc:
-                return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
-            return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
-
-        return check
+            upstreams.clear()
+            await session.close()
 
     info = OpsInfo(
         role=Role.GATEWAY.value,
         capabilities=CAPABILITIES,
         route_table_version=table.version,
-        readiness_checks=[upstream_ready(name) for name in table.upstreams],
+        readiness_checks=[
+            upstream_ready(upstreams, name, upstream_urls[name], readiness_timeout)
+            for name in table.upstreams
+        ],
     )
     app = create_role_app(info, lifespan=lifespan)
-
-    upstreams: dict[str, Upstream] = {}  # filled once the pool exists (lifespan)
 
     async def proxy(scope: Scope, receive: Receive, send: Send) -> None:
         """Every path but the gateway's own ops endpoints: the route table decides."""
