@@ -243,11 +243,16 @@ async def mark_materialized(
 async def mark_failed(
     conn: AsyncConnection, *, org_id: str, token: str, errors: dict[str, str]
 ) -> None:
-    """Terminal routing failures with their sanitized reason."""
+    """Terminal routing failures with their sanitized reason. `next_attempt_at_ms` becomes
+    the failure time (db clock), so failed receipts are listed and replayed "since T" along
+    the router index (docs/adr/0044)."""
     if errors:
         await conn.execute(
             _holder_update(org_id, token).values(
-                router_status=FAILED, error=bindparam("b_error"), lease_until_ms=None
+                router_status=FAILED,
+                error=bindparam("b_error"),
+                lease_until_ms=None,
+                next_attempt_at_ms=db_now_ms(),
             ),
             [{"b_id": rid, "b_error": error[:MAX_ERROR]} for rid, error in errors.items()],
         )
