@@ -33,7 +33,7 @@ const ITEM = {
 const FAILED = {
   receipt_id: "r-9", connector: "shop", route: "orders", route_version: 1, delivery_id: "dlv-9", event_kind: "order.created",
   received_at: "2026-11-29T10:00:00Z", failed_at: "2026-11-29T10:00:01Z", attempts: 1, deliveries: 1, body_bytes: 80,
-  error: "fields.External_Id__c: no text or integer at /data/id",
+  error: "command: the external id (External_Id__c) has no text or integer at /data/id",
 };
 
 beforeEach(() => {
