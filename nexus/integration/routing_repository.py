@@ -93,41 +93,52 @@ async def claim_receipts(
         )
     )
     rows = await conn.execute(
-        select(
-            t.c.receipt_id,
-            t.c.connector,
-            t.c.route_key,
-            t.c.provider_delivery_id,
-            t.c.event_kind,
-            t.c.received_at_ms,
-            t.c.correlation,
-            t.c.body_snapshot,
-            t.c.body_ref,
-            t.c.payload_sha256,
-            t.c.router_attempts,
-        ).where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token)
-    )
-    claimed = [
-        ClaimedReceipt(
-            org_id=org_id,
-            receipt_id=r.receipt_id,
-            connector=r.connector,
-            route_key=r.route_key,
-            provider_delivery_id=r.provider_delivery_id,
-            event_kind=r.event_kind,
-            received_at_ms=int(r.received_at_ms),
-            correlation=_correlation(r.correlation),
-            body_snapshot=r.body_snapshot,
-            body_ref=r.body_ref,
-            payload_sha256=r.payload_sha256,
-            attempts=int(r.router_attempts),
+        select(*RECEIPT_READ).where(
+            t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token
         )
-        for r in rows
-    ]
+    )
+    claimed = [receipt_of(org_id, r) for r in rows]
     return sorted(claimed, key=lambda c: (c.received_at_ms, c.receipt_id))
 
 
-def _correlation(raw: str | None) -> dict[str, str]:
+#: The columns a receipt is routed from (body snapshot or reference included).
+RECEIPT_READ = tuple(
+    m.ingress_receipt.c[name]
+    for name in (
+        "receipt_id",
+        "connector",
+        "route_key",
+        "provider_delivery_id",
+        "event_kind",
+        "received_at_ms",
+        "correlation",
+        "body_snapshot",
+        "body_ref",
+        "payload_sha256",
+        "router_attempts",
+    )
+)
+
+
+def receipt_of(org_id: str, r: Any) -> ClaimedReceipt:
+    """A row of `RECEIPT_READ` as the router holds it."""
+    return ClaimedReceipt(
+        org_id=org_id,
+        receipt_id=r.receipt_id,
+        connector=r.connector,
+        route_key=r.route_key,
+        provider_delivery_id=r.provider_delivery_id,
+        event_kind=r.event_kind,
+        received_at_ms=int(r.received_at_ms),
+        correlation=parse_correlation(r.correlation),
+        body_snapshot=r.body_snapshot,
+        body_ref=r.body_ref,
+        payload_sha256=r.payload_sha256,
+        attempts=int(r.router_attempts),
+    )
+
+
+def parse_correlation(raw: str | None) -> dict[str, str]:
     try:
         value = json.loads(raw or "{}")
     except ValueError:

@@ -15,20 +15,23 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.integration import models as m
+from nexus.integration import operations as ops
 from nexus.integration import receipt_replay as rr
 from nexus.integration.failed_receipts_repository import FailedReceiptsRepository
-from nexus.integration.operations import REFUSED, REPLAYED, Operator
+from nexus.integration.operations import REFUSED, REPLAYED, Operator, Report
 from nexus.integration.repository import store_receipts
+from nexus.integration.reroute import NOT_DEAD, NOT_REFUSED, REPLAYABLE, REROUTED, reroute_items
 from nexus.integration.route_service import apply_routes
-from nexus.integration.router import ReceiptRouter, RouterSettings
+from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
 from nexus.integration.routes import parse_route_file
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.workqueue.store import DEAD, TERMINAL, Outcome, WorkStore
 from tests.conftest import Backend
 from tests.support.receipts import receipt_row
 
@@ -295,3 +298,79 @@ async def test_replay_since_takes_every_failure_of_the_window_once(world: World)
     summary = await world.audits(f"since:{since}")
     assert [(a[1], a[2]) for a in summary] == [("replay_receipts", "done")] * 2
     assert "replayed 2, refused 0" in str(summary[0][3])
+
+
+async def park(world: World, connector: str, outcome: Outcome) -> list[str]:
+    """Claim the route's items as the executor does and record `outcome` for each."""
+    store, pack = WorkStore(m.work, owner=EXECUTOR_OWNER), f"routes:{connector}"
+    async with world.engine.begin() as conn:
+        epoch = (await store.admitted_families(conn))[pack]
+        claimed = await store.claim(conn, pack, "people", epoch, 500)
+        await store.finish(conn, pack, epoch, claimed[0].token, [(c, outcome) for c in claimed])
+    return [c.id for c in claimed]
+
+
+REFUSED_BY_RUNTIME = Outcome(DEAD, TERMINAL, "Runtime answered 400 INVALID_FIELD (LastName)")
+
+
+async def test_a_dead_item_refused_by_runtime_is_rerouted_from_its_receipt(world: World) -> None:
+    connector = world.connector()
+    await world.apply(route(connector))
+    receipt_id = await world.receive(connector, {"data": {"id": "p-1", "surname": "Noether"}})
+    await world.route_all()
+    (dead,) = await park(world, connector, REFUSED_BY_RUNTIME)  # no LastName: Runtime refused
+    fixed = route(connector)
+    fixed["command"]["fields"]["LastName"] = "/data/surname"
+    await world.apply(fixed)  # version 2 maps the surname: a plain replay is refused
+    replay = await ops.replay_items(world.engine, operator=ADMIN, work_ids=[dead])
+    assert replay.decisions[0].code == "ROUTE_CHANGED"
+    assert (await rr_reroute(world, OTHER, dead)).decisions[0].code == "NOT_FOUND"
+
+    report = await rr_reroute(world, ADMIN, dead)
+    (decision,) = report.decisions
+    assert decision.outcome == REROUTED, decision
+    events = {e["event_id"]: e for e in await world.events(receipt_id)}
+    assert set(events) == {f"{receipt_id}-0", f"{receipt_id}-1"}
+    new = events[f"{receipt_id}-1"]
+    assert (new["route_version"], new["ordinal"]) == (2, 1)
+    assert json.loads(new["command"])["fields"]["LastName"] == "Noether"
+    items = m.work.items
+    async with reading(world.engine) as conn:
+        found = await conn.execute(
+            select(items.c.id, items.c.state).where(items.c.id.in_([dead, new["work_id"]]))
+        )
+        states = {row.id: row.state for row in found}
+    assert states == {dead: "cancelled", new["work_id"]: "pending"}
+    assert json.loads((await world.receipt(receipt_id))["materialized_event_ids"]) == sorted(events)
+    again = await rr_reroute(world, ADMIN, dead)
+    assert again.decisions[0].code == NOT_DEAD
+    audits = await world.audits(dead)
+    assert [(a[1], a[2]) for a in audits][-3:] == [
+        ("reroute", REFUSED),
+        ("reroute", REROUTED),
+        ("reroute", REFUSED),
+    ]
+
+
+async def test_reroute_is_refused_unless_runtime_definitely_refused_and_the_route_changed(
+    world: World,
+) -> None:
+    connector = world.connector()
+    await world.apply(route(connector))
+    await world.receive(connector, {"data": {"id": "p-2", "last_name": "Hopper"}})
+    await world.receive(connector, {"data": {"id": "p-3", "last_name": "Lamarr"}})
+    await world.route_all()
+    timed_out, refused = await park(world, connector, REFUSED_BY_RUNTIME)
+    async with world.engine.begin() as conn:  # its last attempt timed out: outcome unknown
+        items = m.work.items
+        await conn.execute(
+            update(items).where(items.c.id == timed_out).values(failure_class="retryable")
+        )
+    report = await rr_reroute(world, ADMIN, timed_out, refused)
+    assert [d.code for d in report.decisions] == [NOT_REFUSED, REPLAYABLE]  # route unchanged
+
+
+async def rr_reroute(world: World, operator: Operator, *work_ids: str) -> Report:
+    return await reroute_items(
+        world.engine, operator=operator, var_dir=world.var_dir, work_ids=list(work_ids)
+    )
