@@ -11,6 +11,9 @@ integration (`operator_auth.OperatorGate`): 401 / 403 come from there. Then one 
     POST /dead-letters/replay {work_ids} or {since, ...filters}: a new attempt of each,
                               after checking the current route (refusals carry the reason)
     POST /dead-letters/purge  {work_ids}: delete for good (with events and receipts)
+    POST /dead-letters/reroute {work_ids}: a dead item Runtime definitely refused, whose
+                              route's mapping changed, is cancelled and its delivery routed
+                              again from the receipt with the CURRENT route (docs/adr/0044)
     POST /lanes/skip          {work_id}: the halted head is cancelled, the lane moves on
     GET  /receipts            ?delivery_id= (&connector=): the receipt audit of a delivery
     GET  /audit               operator actions, newest first
@@ -47,12 +50,14 @@ from nexus.integration.admin_schemas import (
     ReceiptDecisionOut,
     ReceiptReplayRequest,
     ReplayRequest,
+    RerouteRequest,
     SkipRequest,
     at,
     decode_cursor,
     encode_cursor,
     to_ms,
 )
+from nexus.integration.reroute import REROUTED, reroute_items
 
 PREFIX = "/admin/v1/integration"
 router = APIRouter(prefix=PREFIX)
@@ -162,6 +167,17 @@ async def replay(request: Request, who: Operator, body: ReplayRequest) -> Action
 @router.post("/dead-letters/purge", response_model=ActionReport)
 async def purge(request: Request, who: Operator, body: PurgeRequest) -> ActionReport:
     return _report(await ops.purge_items(_engine(request), operator=who, work_ids=body.work_ids))
+
+
+@router.post("/dead-letters/reroute", response_model=ActionReport)
+async def reroute(request: Request, who: Operator, body: RerouteRequest) -> ActionReport:
+    report = await reroute_items(
+        _engine(request), operator=who, var_dir=request.app.state.var_dir, work_ids=body.work_ids
+    )
+    loops = getattr(request.app.state, "background", None)
+    if report.count(REROUTED) and loops is not None:
+        loops.worker.wake()  # new work items: the executor looks now
+    return _report(report)
 
 
 @router.post("/lanes/skip", response_model=ActionReport)

@@ -157,9 +157,13 @@ class PurgeRequest(BaseModel):
     work_ids: Annotated[WorkIds, Field(max_length=MAX_BATCH)]
 
 
+class RerouteRequest(PurgeRequest):
+    """Dead items (at most 500) to re-route from their receipts with the current route."""
+
+
 class DecisionOut(BaseModel):
     work_id: str
-    outcome: str  # replayed | skipped | purged | refused
+    outcome: str  # replayed | skipped | purged | rerouted | refused
     code: str | None = None
     reason: str | None = None
 

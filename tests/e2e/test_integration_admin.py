@@ -116,6 +116,7 @@ def test_only_a_system_administrator_operates_the_integration(
             for method, path, body in (
                 ("GET", "failed-receipts", None),
                 ("POST", "failed-receipts/replay", {"receipt_ids": ["r"]}),
+                ("POST", "dead-letters/reroute", {"work_ids": ["w"]}),
             ):
                 answer = client.request(method, f"{API}/{path}", json=body, headers=bob)
                 assert answer.status_code == 403, (path, answer.text)
@@ -170,3 +171,7 @@ def test_only_a_system_administrator_operates_the_integration(
                 "nope",
                 "refused",
             )
+            rerouted = client.post(
+                f"{API}/dead-letters/reroute", json={"work_ids": ["nope"]}, headers=boss
+            ).json()
+            assert (rerouted["refused"], rerouted["decisions"][0]["code"]) == (1, "NOT_FOUND")

@@ -16,6 +16,7 @@ const admin = vi.hoisted(() => ({
   receipts: vi.fn(),
   failedReceipts: vi.fn(),
   replayReceipts: vi.fn(),
+  rerouteItems: vi.fn(),
 }));
 vi.mock("../api/admin", async (original) => ({ ...(await original<object>()), ...admin }));
 
@@ -103,5 +104,18 @@ describe("AdminScreen", () => {
     fireEvent.click(await within(region).findByRole("button", { name: "Replay delivery dlv-9" }));
     const alert = await within(region).findByRole("alert");
     expect(alert.textContent).toContain("dlv-9: the receipt is waiting for the router (not failed) (NOT_FAILED)");
+  });
+
+  it("re-routes a dead item Runtime refused and shows the server's refusal when it declines", async () => {
+    admin.rerouteItems.mockResolvedValue({
+      done: 0, refused: 1, next_cursor: null,
+      decisions: [{ work_id: "w-1", outcome: "refused", code: "REPLAYABLE", reason: "the current route maps this event as before: replay it instead" }],
+    });
+    show();
+    const region = await screen.findByRole("region", { name: "Dead letters" });
+    fireEvent.click(await within(region).findByRole("button", { name: "Re-route w-1" }));
+    const alert = await within(region).findByRole("alert");
+    expect(alert.textContent).toContain("w-1: the current route maps this event as before: replay it instead (REPLAYABLE)");
+    expect(admin.rerouteItems).toHaveBeenCalledWith(["w-1"]);
   });
 });

@@ -5,7 +5,7 @@
 import { useEffect, useId, useRef, useState } from "react";
 import {
   deadLetters, failedReceipts, queues, receiptRefusals, receipts, refusals, replayItems, replayReceipts,
-  replayReceiptsSince, replaySince, skipLane, summarize, throughput,
+  replayReceiptsSince, replaySince, reroutable, rerouteItems, skipLane, summarize, throughput,
   type ActionReport, type DeadLetter, type DeadLetterFilter, type FailedReceipt, type FailedReceiptFilter,
   type ReceiptReport, type Sample,
 } from "../api/admin";
@@ -133,6 +133,16 @@ function DeadLetters({ halted, changed, onChange }: { halted: boolean; changed: 
           actions={(d) => (
             <>
               <Button disabled={busy} aria-label={`Replay ${d.work_id}`} onClick={() => void act(() => replayItems([d.work_id]), "Replay")}>Replay</Button>
+              {reroutable(d) && (
+                <Button
+                  disabled={busy}
+                  aria-label={`Re-route ${d.work_id}`}
+                  title="Cancel this item and route its delivery again with the route's current version"
+                  onClick={() => void act(() => rerouteItems([d.work_id]), "Re-route")}
+                >
+                  Re-route
+                </Button>
+              )}
               {halted && (
                 <Button disabled={busy} aria-label={`Skip ${d.work_id}`} onClick={() => void act(() => skipLane(d.work_id), "Skip")}>Skip</Button>
               )}

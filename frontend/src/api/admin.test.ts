@@ -2,8 +2,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   addField, createUser, deadLetters, failedReceipts, fieldDefinition, objectDefinition, packageFiles, receiptRefusals,
-  refusals, replayItems, replayReceipts, replayReceiptsSince, replaySince, sparkline, summarize, throughput,
-  type QueueCount,
+  refusals, replayItems, replayReceipts, replayReceiptsSince, replaySince, reroutable, rerouteItems, sparkline,
+  summarize, throughput, type DeadLetter, type QueueCount,
 } from "./admin";
 import { ApiError } from "./http";
 
@@ -84,6 +84,16 @@ describe("admin adapter", () => {
       "dlv-2: the receipt is waiting for the router (not failed) (NOT_FAILED)",
       "r3: the receipt's body is no longer kept (BODY_GONE)",
     ]);
+  });
+
+  it("re-routes dead items by id; offers it only for a definite refusal", async () => {
+    reply.body = { done: 1, refused: 0, decisions: [], next_cursor: null };
+    await rerouteItems(["w1"]);
+    expect(sent[0]).toEqual({ url: "/admin/v1/integration/dead-letters/reroute", method: "POST", body: { work_ids: ["w1"] } });
+    const item = (state: string, failure_class: string | null) => ({ state, failure_class }) as DeadLetter;
+    expect(reroutable(item("dead", "terminal"))).toBe(true);
+    expect(reroutable(item("dead", "retryable"))).toBe(false); // its last attempt may have been applied
+    expect(reroutable(item("outcome_unknown", "lease_expired"))).toBe(false);
   });
 
   it("a 403 is an ApiError the console shows as 'not allowed'", async () => {

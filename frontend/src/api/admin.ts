@@ -65,6 +65,14 @@ export const replayItems = (workIds: string[]) =>
 export const replaySince = (since: string, filter: DeadLetterFilter = {}) =>
   api<ActionReport>(`${INTEGRATION}/dead-letters/replay`, json("POST", { ...clean(filter), since }));
 
+/** Dead items Runtime definitely refused, whose route's mapping changed since: cancelled, and
+ * their deliveries routed again from the receipts with the CURRENT route (new work items). */
+export const rerouteItems = (workIds: string[]) =>
+  api<ActionReport>(`${INTEGRATION}/dead-letters/reroute`, json("POST", { work_ids: workIds }));
+
+/** Worth offering a re-route: dead after a definite refusal (the server decides the rest). */
+export const reroutable = (item: DeadLetter) => item.state === "dead" && item.failure_class === "terminal";
+
 export const skipLane = (workId: string) =>
   api<ActionReport>(`${INTEGRATION}/lanes/skip`, json("POST", { work_id: workId }));
 
