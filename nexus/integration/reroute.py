@@ -35,7 +35,7 @@ from nexus.integration.bodies import read_body
 from nexus.integration.mapping import MappingFailed
 from nexus.integration.operations import REFUSED, Decision, Operator, Report, refusal
 from nexus.integration.operations_repository import OperationsRepository
-from nexus.integration.router import EXECUTOR_OWNER, RouterSettings, enqueue_work, materialize
+from nexus.integration.router import EXECUTOR_OWNER, RouterSettings, enqueue_work, map_receipt
 from nexus.integration.routes import ActiveRoute
 from nexus.integration.routing_repository import ClaimedReceipt, current_routes, insert_events
 from nexus.platform.db import db_now_ms
@@ -135,7 +135,7 @@ class _Rerouter:
             return "ROUTE_INACTIVE", f"route {row.connector}/{row.route_key} is inactive"
         ordinal = await repo.next_ordinal(conn, org_id=org, receipt_id=receipt.receipt_id)
         try:
-            made = materialize(receipt, body, route, ordinal=ordinal)
+            made = map_receipt(receipt, body, route, ordinal=ordinal)
         except MappingFailed as exc:
             return MAPPING_FAILED, f"the current route cannot map the delivery: {exc}"
         if not await _cancel(conn, row.id):

@@ -116,7 +116,7 @@ class Materialized:
     item: NewItem | None
 
 
-def materialize(
+def map_receipt(
     receipt: ClaimedReceipt, body: bytes, route: ActiveRoute, *, ordinal: int = 0
 ) -> Materialized:
     """Map `body` with `route` into event `ordinal` of the receipt; MappingFailed (its
@@ -539,7 +539,7 @@ class ReceiptRouter:
             )
             return
         try:
-            done = materialize(receipt, loaded.body, route)
+            done = map_receipt(receipt, loaded.body, route)
         except MappingFailed as exc:
             writes.failed[rid] = str(exc)
             return
