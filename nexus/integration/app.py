@@ -120,6 +120,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     )
     app.state.loops = loops
     app.state.public_base_url = settings.public_base_url.rstrip("/")
+    app.state.var_dir = settings.var_dir  # where large webhook bodies are kept (replay checks)
     app.include_router(admin_router)
     app.serve_ahead(HOOKS_PREFIX, HooksEndpoint(role=Role.INTEGRATION.value))
     return app

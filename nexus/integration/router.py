@@ -96,15 +96,117 @@ def queue_class(route_key: str) -> str:
     return fit(route_key, 32, digest=8)
 
 
-def event_id(receipt_id: str) -> str:
-    """A receipt's event (one per receipt; a fan-out would number them from here)."""
-    return receipt_id + FIRST_EVENT
+def event_id(receipt_id: str, ordinal: int = 0) -> str:
+    """A receipt's event: `-0` when the router made it; an operator's re-route from the
+    receipt (docs/adr/0044) numbers the next ones."""
+    return receipt_id + (FIRST_EVENT if ordinal == 0 else f"-{ordinal}")
 
 
 def work_id(org_id: str, received_at_ms: int, event: str, work_type: str = WORK_TYPE) -> str:
     """Deterministic (a re-run derives the same id) and ordered by acceptance time."""
     digest = hashlib.sha256(f"{org_id}/{event}/{work_type}".encode()).hexdigest()
     return f"{received_at_ms:012x}{digest[:20]}"
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """One receipt mapped by a route: its event row and the WorkItem carrying its command."""
+
+    event: dict[str, Any]
+    item: NewItem | None
+
+
+def map_receipt(
+    receipt: ClaimedReceipt, body: bytes, route: ActiveRoute, *, ordinal: int = 0
+) -> Materialized:
+    """Map `body` with `route` into event `ordinal` of the receipt; MappingFailed (its
+    sanitized reason) when the route cannot map it."""
+    rid = receipt.receipt_id
+    declaration = route.declaration
+    document = parse_json(body) if needs_document(declaration) else None
+    mapped = map_delivery(declaration, document, receipt.correlation)
+    event = event_id(rid, ordinal)
+    request = None
+    if mapped.command is not None:
+        try:
+            request = AcceptCommandRequest(
+                org_id=receipt.org_id,
+                message_id=work_id(receipt.org_id, receipt.received_at_ms, event),
+                command=mapped.command,
+                correlation={
+                    "event_id": event,
+                    "receipt_id": rid,
+                    "delivery_id": receipt.provider_delivery_id,
+                },
+            )
+        except ValidationError as exc:
+            where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+            raise MappingFailed(f"the command for Runtime is invalid at {where}") from None
+    pack = installed_pack_id(receipt.connector)
+    row = {
+        "org_id": receipt.org_id,
+        "event_id": event,
+        "receipt_id": rid,
+        "ordinal": ordinal,
+        "installed_pack_id": pack,
+        "pack_generation": route.version,
+        "connector": receipt.connector,
+        "route_key": receipt.route_key,
+        "route_version": route.version,
+        "event_kind": receipt.event_kind,
+        "source_object_kind": mapped.source_kind,
+        "source_object_id": mapped.source_id,
+        "idempotency_key": fit(
+            f"{receipt.connector}:{receipt.provider_delivery_id}:{ordinal}", 191
+        ),
+        "delivery_seq": receipt.received_at_ms,
+        "payload_sha256": receipt.payload_sha256,
+        "parse_outcome": "parsed" if request is not None else "no_command",
+        "command": None if request is None else request.command.model_dump_json(),
+        "correlation": json.dumps({"receipt_id": rid} | receipt.correlation, separators=(",", ":")),
+    }
+    item = None
+    if request is not None:
+        item = NewItem(
+            family=pack,
+            queue_class=queue_class(receipt.route_key),
+            payload=request.model_dump_json(),
+            id=request.message_id,
+            lane_key=mapped.lane_key,
+            target_key=mapped.target_key,
+        )
+    return Materialized(row, item)
+
+
+async def enqueue_work(
+    conn: AsyncConnection,
+    store: WorkStore,
+    org_id: str,
+    work: list[tuple[str, NewItem]],
+    *,
+    now_ms: int,
+    policy: QueuePolicy,
+    known: set[tuple[str, str]],
+) -> set[tuple[str, str]]:
+    """WorkItems and their event links, skipping events that have theirs already; queues not
+    in `known` are ensured first. Returns the queues it ensured."""
+    existing = await linked_work(conn, org_id=org_id, event_ids=[e for e, _ in work])
+    work = [(e, item) for e, item in work if (e, WORK_TYPE) not in existing]
+    if not work:
+        return set()
+    queues = {(item.family, item.queue_class) for _, item in work} - known
+    for family, queue in sorted(queues):
+        await store.ensure_queue(conn, family, queue, owner=EXECUTOR_OWNER, policy=policy)
+    await store.enqueue(conn, [item for _, item in work])
+    await link_work(
+        conn,
+        [
+            {"org_id": org_id, "event_id": e, "work_type": WORK_TYPE, "work_id": item.id}
+            for e, item in work
+        ],
+        now_ms=now_ms,
+    )
+    return queues
 
 
 @dataclass(frozen=True)
@@ -410,25 +512,10 @@ class ReceiptRouter:
     async def _enqueue(
         self, conn: AsyncConnection, org_id: str, work: list[tuple[str, NewItem]], now_ms: int
     ) -> set[tuple[str, str]]:
-        """WorkItems and their event links, skipping events that have theirs already."""
-        existing = await linked_work(conn, org_id=org_id, event_ids=[e for e, _ in work])
-        work = [(e, item) for e, item in work if (e, WORK_TYPE) not in existing]
-        if not work:
-            return set()
-        queues = {(item.family, item.queue_class) for _, item in work} - self._queues
         policy = QueuePolicy(max_attempts=self.settings.work_max_attempts)
-        for family, queue in sorted(queues):
-            await self.work.ensure_queue(conn, family, queue, owner=EXECUTOR_OWNER, policy=policy)
-        await self.work.enqueue(conn, [item for _, item in work])
-        await link_work(
-            conn,
-            [
-                {"org_id": org_id, "event_id": e, "work_type": WORK_TYPE, "work_id": item.id}
-                for e, item in work
-            ],
-            now_ms=now_ms,
+        return await enqueue_work(
+            conn, self.work, org_id, work, now_ms=now_ms, policy=policy, known=self._queues
         )
-        return queues
 
     # ------------------------------------------------------------------ one receipt
     def _route(
@@ -451,68 +538,15 @@ class ReceiptRouter:
                 f"the route {receipt.connector}/{receipt.route_key} is no longer active"
             )
             return
-        declaration = route.declaration
         try:
-            document = parse_json(loaded.body) if needs_document(declaration) else None
-            mapped = map_delivery(declaration, document, receipt.correlation)
-            event = event_id(rid)
-            request = None
-            if mapped.command is not None:
-                request = AcceptCommandRequest(
-                    org_id=receipt.org_id,
-                    message_id=work_id(receipt.org_id, receipt.received_at_ms, event),
-                    command=mapped.command,
-                    correlation={
-                        "event_id": event,
-                        "receipt_id": rid,
-                        "delivery_id": receipt.provider_delivery_id,
-                    },
-                )
+            done = map_receipt(receipt, loaded.body, route)
         except MappingFailed as exc:
             writes.failed[rid] = str(exc)
             return
-        except ValidationError as exc:
-            where = ".".join(str(p) for p in exc.errors()[0]["loc"])
-            writes.failed[rid] = f"the command for Runtime is invalid at {where}"
-            return
-        pack = installed_pack_id(receipt.connector)
-        writes.events.append(
-            {
-                "org_id": receipt.org_id,
-                "event_id": event,
-                "receipt_id": rid,
-                "ordinal": 0,
-                "installed_pack_id": pack,
-                "pack_generation": route.version,
-                "connector": receipt.connector,
-                "route_key": receipt.route_key,
-                "route_version": route.version,
-                "event_kind": receipt.event_kind,
-                "source_object_kind": mapped.source_kind,
-                "source_object_id": mapped.source_id,
-                "idempotency_key": fit(
-                    f"{receipt.connector}:{receipt.provider_delivery_id}:0", 191
-                ),
-                "delivery_seq": receipt.received_at_ms,
-                "payload_sha256": receipt.payload_sha256,
-                "parse_outcome": "parsed" if request is not None else "no_command",
-                "command": None if request is None else request.command.model_dump_json(),
-                "correlation": json.dumps(
-                    {"receipt_id": rid} | receipt.correlation, separators=(",", ":")
-                ),
-            }
-        )
+        writes.events.append(done.event)
         writes.materialized.append(rid)
-        if request is not None:
-            item = NewItem(
-                family=pack,
-                queue_class=queue_class(receipt.route_key),
-                payload=request.model_dump_json(),
-                id=request.message_id,
-                lane_key=mapped.lane_key,
-                target_key=mapped.target_key,
-            )
-            writes.work.append((event, item))
+        if done.item is not None:
+            writes.work.append((done.event["event_id"], done.item))
 
     def _postpone(self, writes: _Writes, receipt: ClaimedReceipt, reason: str) -> None:
         if receipt.attempts >= self.settings.max_attempts:
