@@ -147,7 +147,7 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Per external id: sent ms, record created ms, receipt stored ms, inbox accepted/applied ms."""
     from sqlalchemy import select, text
 
-    from nexus.integration.models import ingress_receipt
+    from nexus.integration.models import ingress_receipt, work
     from nexus.platform.db import create_engine
     from nexus.runtime.metadata.models import inbox
 
@@ -181,6 +181,12 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
                 if ext in rows:
                     # the warm-up's delivery ids share suffixes: the later receipt is ours
                     rows[ext]["received"] = max(received, rows[ext].get("received", 0))
+            items = work.items  # the WorkItem: created when materialized, finished when sent
+            query = select(items.c.lane_key, items.c.created_at, items.c.finished_at)
+            for lane, created_at, finished_at in await conn.execute(query):
+                ext = (lane or "").rsplit(":", 1)[-1]
+                if ext in rows and created_at >= rows[ext].get("received", 0):
+                    rows[ext] |= {"materialized": created_at, "delivered": finished_at}
     finally:
         await integration.dispose()
     return rows
@@ -286,6 +292,15 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
         "stages": {
             "sent_to_receipt_stored": percentiles(
                 [r["received"] - r["sent"] for r in records if "received" in r]
+            ),
+            "receipt_to_materialized": percentiles(
+                [r["materialized"] - r["received"] for r in records if "materialized" in r]
+            ),
+            "materialized_to_runtime_accepted": percentiles(
+                [r["accepted"] - r["materialized"] for r in records if "materialized" in r]
+            ),
+            "runtime_accepted_to_work_finished": percentiles(
+                [r["delivered"] - r["accepted"] for r in records if r.get("delivered")]
             ),
             "receipt_to_runtime_accepted": percentiles(
                 [r["accepted"] - r["received"] for r in records if "received" in r]

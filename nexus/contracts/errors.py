@@ -67,6 +67,11 @@ class NotFound(NexusError):
     default_code = "NOT_FOUND"
 
 
+class MethodNotAllowed(NexusError):
+    status = 405
+    default_code = "METHOD_NOT_ALLOWED"
+
+
 class Conflict(NexusError):
     status = 409
     default_code = "CONFLICT"

@@ -6,21 +6,50 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
-from nexus.contracts.errors import NexusError, NotFound
+from nexus.contracts.errors import MethodNotAllowed, NexusError, NotFound
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
-from nexus.gateway.proxy import forward, upstream_session, upstream_timeout
+from nexus.gateway.proxy import Upstream, forward, upstream_session, upstream_timeout
 from nexus.gateway.route_table import RouteTable, load_route_table
 from nexus.gateway.static import StaticBundle, default_static_root
-from nexus.platform.http import OpsInfo, ReadinessCheck, create_role_app, error_response
+from nexus.platform.http import (
+    OPS_PATHS,
+    OpsInfo,
+    ReadinessCheck,
+    RequestContextMiddleware,
+    create_role_app,
+    error_response,
+)
+from nexus.platform.interpreter import tuned_for_serving
 from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
-PROXY_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+PROXY_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def upstream_ready(
+    upstreams: dict[str, Upstream], name: str, url: str, timeout: aiohttp.ClientTimeout
+) -> ReadinessCheck:
+    """Ready when the upstream's own /readyz answers 200 (not before the pool exists)."""
+
+    async def check() -> CheckResult:
+        result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
+        upstream = upstreams.get(name)
+        if upstream is None:
+            return result
+        try:
+            async with upstream.session.get(f"{url}/readyz", timeout=timeout) as reply:
+                ok = reply.status == 200
+        except TimeoutError:
+            return result.model_copy(update={"detail": "timeout"})
+        except aiohttp.ClientError as exc:
+            return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
+        return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
+
+    return check
 
 
 def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> FastAPI:
@@ -34,79 +63,64 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
         connect_timeout=gw.gateway_connect_timeout_seconds,
     )
     readiness_timeout = aiohttp.ClientTimeout(total=gw.gateway_readiness_timeout_seconds)
+    upstreams: dict[str, Upstream] = {}  # filled once the pool exists (lifespan)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.session = upstream_session()
+        session = upstream_session()
+        upstreams.update(
+            (name, Upstream(session, timeout, url, gw.gateway_body_limit_bytes))
+            for name, url in upstream_urls.items()
+        )
         try:
-            yield
+            with tuned_for_serving():
+                yield
         finally:
-            await app.state.session.close()
-
-    def upstream_ready(name: str) -> ReadinessCheck:
-        async def check() -> CheckResult:
-            result = CheckResult(name=f"upstream:{name}", ok=False, detail="starting")
-            session: aiohttp.ClientSession | None = getattr(app.state, "session", None)
-            if session is None:
-                return result
-            try:
-                async with session.get(
-                    f"{upstream_urls[name]}/readyz", timeout=readiness_timeout
-                ) as reply:
-                    ok = reply.status == 200
-            except TimeoutError:
-                return result.model_copy(update={"detail": "timeout"})
-            except aiohttp.ClientError as exc:
-                return result.model_copy(update={"detail": f"unreachable ({type(exc).__name__})"})
-            return result.model_copy(update={"ok": ok, "detail": "ready" if ok else "not ready"})
-
-        return check
+            upstreams.clear()
+            await session.close()
 
     info = OpsInfo(
         role=Role.GATEWAY.value,
         capabilities=CAPABILITIES,
         route_table_version=table.version,
-        readiness_checks=[upstream_ready(name) for name in table.upstreams],
+        readiness_checks=[
+            upstream_ready(upstreams, name, upstream_urls[name], readiness_timeout)
+            for name in table.upstreams
+        ],
     )
     app = create_role_app(info, lifespan=lifespan)
 
-    @app.api_route("/{path:path}", methods=PROXY_METHODS, include_in_schema=False)
-    async def proxy(request: Request) -> Response:
-        route = table.match(request.url.path)
+    async def proxy(scope: Scope, receive: Receive, send: Send) -> None:
+        """Every path but the gateway's own ops endpoints: the route table decides."""
+        request_id = scope["state"]["request_id"]
+        path, method = scope["path"], scope["method"]
+        route = table.match(path)
         allowed = route is not None and (
-            (route.methods is None or request.method in route.methods)
-            and (route.only is None or route.upstream_path(request.url.path) in route.only)
+            (route.methods is None or method in route.methods)
+            and (route.only is None or route.upstream_path(path) in route.only)
         )
-        if route is None or not allowed:
-            raise NotFound(f"no route for {request.method} {request.url.path}")
-        if route.static is not None:
-            request.scope["nexus.route_label"] = f"static:{route.static}"
-            return bundles[route.static].serve(request.url.path, route.prefix)
-        upstream = str(route.upstream)  # a route has exactly one of upstream and static
-        request.scope["nexus.route_label"] = f"proxy:{upstream}"
-        return await forward(
-            request,
-            session=app.state.session,
-            upstream_limits=timeout,
-            route=route,
-            base_url=upstream_urls[upstream],
-            body_limit=gw.gateway_body_limit_bytes,
-            request_id=request.state.request_id,
-        )
-
-    async def unrouted(request: Request, exc: Exception) -> Response:
-        """A path the catch-all pattern cannot take (one with a line break in it) is still
-        the route table's to decide: proxied when a route matches, else the 404 envelope."""
-        if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
-            raise exc
-        if exc.status_code != 404:
-            return JSONResponse(
-                {"code": "METHOD_NOT_ALLOWED", "message": "method not allowed"}, 405
-            )
         try:
-            return await proxy(request)
+            if method not in PROXY_METHODS:
+                raise MethodNotAllowed(f"method {method} is not supported")
+            if route is None or not allowed:
+                raise NotFound(f"no route for {method} {path}")
+            if route.static is not None:
+                scope["nexus.route_label"] = f"static:{route.static}"
+                response = bundles[route.static].serve(path, route.prefix)
+                await response(scope, receive, send)
+                return
+            upstream = str(route.upstream)  # a route has exactly one of upstream and static
+            scope["nexus.route_label"] = f"proxy:{upstream}"
+            await forward(
+                scope,
+                receive,
+                send,
+                route=route,
+                upstream=upstreams[upstream],
+                request_id=request_id,
+            )
         except NexusError as error:
-            return error_response(error, getattr(request.state, "request_id", None))
+            await error_response(error, request_id)(scope, receive, send)
 
-    app.add_exception_handler(StarletteHTTPException, unrouted)
+    app.serve_ahead("/", RequestContextMiddleware(proxy, role=Role.GATEWAY.value), unless=OPS_PATHS)
     return app

@@ -9,13 +9,12 @@ with the JSON error body every Nexus role uses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import aiohttp
 import yarl
 from prometheus_client import Counter
-from starlette.background import BackgroundTask
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import PayloadTooLarge, UpstreamError, UpstreamTimeout
 from nexus.gateway.route_table import Route
@@ -38,12 +37,22 @@ HOP_BY_HOP = frozenset(
 )
 #: Upstream answer headers the gateway does not relay (it sets its own request id).
 RESPONSE_SKIPPED = HOP_BY_HOP | {REQUEST_ID_HEADER}
+_RESPONSE_SKIPPED_RAW = frozenset(name.encode() for name in RESPONSE_SKIPPED)
+#: Client headers never relayed as they are (the gateway writes its own x-forwarded-*).
+_NOT_RELAYED = HOP_BY_HOP | {
+    REQUEST_ID_HEADER,
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+}
 #: Headers that only Nexus roles set for one another; a client can never supply them.
 INTERNAL_HEADER_PREFIX = "x-nexus-"
 
 UPSTREAM_POOL_LIMIT = 512
 #: Upstream answers up to this size (declared by Content-Length) are relayed in one piece.
 BUFFERED_RESPONSE_LIMIT = 256 * 1024
+#: Request bodies up to this size (declared by Content-Length) are read, then sent in one piece.
+BUFFERED_REQUEST_LIMIT = 256 * 1024
 
 UPSTREAM_REQUESTS = Counter(
     "nexus_gateway_upstream_requests_total",
@@ -58,24 +67,34 @@ class _BodyTooLarge(Exception):
     pass
 
 
+class _ClientGone(Exception):
+    pass
+
+
 class _LimitedBody:
     """The client's body, counted as it streams; remembers when it passed the limit (the
     HTTP client may wrap the exception raised from inside the stream)."""
 
-    def __init__(self, request: Request, limit: int) -> None:
-        self.request = request
+    def __init__(self, receive: Receive, limit: int) -> None:
+        self.receive = receive
         self.limit = limit
         self.exceeded = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
-        async for chunk in self.request.stream():
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = message.get("body", b"")
             seen += len(chunk)
             if seen > self.limit:
                 self.exceeded = True
                 raise _BodyTooLarge
             if chunk:
                 yield chunk
+            if not message.get("more_body", False):
+                return
 
 
 def _failure_kind(exc: BaseException) -> str:
@@ -108,97 +127,149 @@ def upstream_timeout(*, timeout: float, connect_timeout: float) -> aiohttp.Clien
     return aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=timeout)
 
 
-def _request_headers(request: Request, request_id: str) -> list[tuple[str, str]]:
-    headers = [
-        (k, v)
-        for k, v in request.headers.items()
-        if k not in HOP_BY_HOP
-        and not k.startswith(INTERNAL_HEADER_PREFIX)
-        and k not in (REQUEST_ID_HEADER, "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host")
-    ]
-    client = request.client.host if request.client else ""
-    prior = request.headers.get("x-forwarded-for")
+@dataclass(frozen=True)
+class Upstream:
+    """Where a matched route goes and how: the pool, its limits, the body limit."""
+
+    session: aiohttp.ClientSession
+    limits: aiohttp.ClientTimeout
+    base_url: str
+    body_limit: int
+
+
+def _request_headers(
+    scope: Scope, request_id: str
+) -> tuple[list[tuple[str, str]], int | None, bool]:
+    """The headers sent upstream, the declared body length, and whether a body follows."""
+    headers: list[tuple[str, str]] = []
+    declared: int | None = None
+    chunked = False
+    prior = host = ""
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        if name == "content-length":
+            declared = int(value) if value.isdigit() else None
+        elif name == "transfer-encoding":
+            chunked = True
+        elif name == "x-forwarded-for":
+            prior = value
+        elif name == "host":
+            host = value
+        if name in _NOT_RELAYED or name.startswith(INTERNAL_HEADER_PREFIX):
+            continue
+        headers.append((name, value))
+    client = scope.get("client")
+    address = client[0] if client else ""
     headers += [
         (REQUEST_ID_HEADER, request_id),
-        ("x-forwarded-for", f"{prior}, {client}" if prior else client),
-        ("x-forwarded-proto", request.url.scheme),
-        ("x-forwarded-host", request.headers.get("host", "")),
+        ("x-forwarded-for", f"{prior}, {address}" if prior else address),
+        ("x-forwarded-proto", scope.get("scheme", "http")),
+        ("x-forwarded-host", host),
     ]
-    return headers
+    return headers, declared, chunked or bool(declared)
 
 
-def _has_body(request: Request) -> bool:
-    length = request.headers.get("content-length")
-    return bool(length and length != "0") or "transfer-encoding" in request.headers
+async def _read_declared(receive: Receive, declared: int) -> bytes:
+    """A body of declared length, read whole (at most the body limit): sent upstream in one
+    piece instead of streamed through a payload wrapper."""
+    parts: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > declared:
+            raise _BodyTooLarge
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
 
 
 async def forward(
-    request: Request,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
     *,
-    session: aiohttp.ClientSession,
-    upstream_limits: aiohttp.ClientTimeout,
     route: Route,
-    base_url: str,
-    body_limit: int,
+    upstream: Upstream,
     request_id: str,
-) -> Response:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > body_limit:
-        UPSTREAM_REQUESTS.labels(route.upstream, "rejected_413").inc()
-        raise PayloadTooLarge(f"request body exceeds the limit of {body_limit} bytes")
-
-    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+) -> None:
+    """Relay one request to `upstream` and its answer back; failures raise `NexusError`s
+    (answered by the caller) as long as nothing of the answer has been sent."""
+    name = str(route.upstream)
+    headers, declared, has_body = _request_headers(scope, request_id)
+    limit = upstream.body_limit
+    if declared is not None and declared > limit:
+        UPSTREAM_REQUESTS.labels(name, "rejected_413").inc()
+        raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
+    raw_path = scope.get("raw_path") or scope["path"].encode()
     path = route.upstream_path(raw_path.decode("latin-1"))
-    query = request.scope.get("query_string", b"").decode("latin-1")
-    target = yarl.URL(base_url + path + ("?" + query if query else ""))
-    body = _LimitedBody(request, body_limit) if _has_body(request) else None
+    query = scope.get("query_string", b"").decode("latin-1")
+    target = yarl.URL(upstream.base_url + path + ("?" + query if query else ""))
+    streamed: _LimitedBody | None = None
+    body: bytes | _LimitedBody | None = None
     try:
-        upstream = await session.request(
-            request.method,
+        if declared is not None and declared <= BUFFERED_REQUEST_LIMIT:
+            body = await _read_declared(receive, declared)
+        elif has_body:
+            body = streamed = _LimitedBody(receive, limit)
+        answer = await upstream.session.request(
+            scope["method"],
             target,
-            headers=_request_headers(request, request_id),
+            headers=headers,
             data=body,
             allow_redirects=False,
             compress=None,
-            timeout=upstream_limits,
+            timeout=upstream.limits,
         )
+    except _ClientGone:
+        UPSTREAM_REQUESTS.labels(name, "client_gone").inc()
+        return
     except (aiohttp.ClientError, _BodyTooLarge, TimeoutError) as exc:
-        if body is not None and body.exceeded:
-            UPSTREAM_REQUESTS.labels(route.upstream, "rejected_413").inc()
-            raise PayloadTooLarge(f"request body exceeds the limit of {body_limit} bytes") from None
+        if isinstance(exc, _BodyTooLarge) or (streamed is not None and streamed.exceeded):
+            UPSTREAM_REQUESTS.labels(name, "rejected_413").inc()
+            raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
         kind = _failure_kind(exc)
-        UPSTREAM_REQUESTS.labels(route.upstream, kind).inc()
-        log.warning("gateway.upstream_failed", upstream=route.upstream, kind=kind)
+        UPSTREAM_REQUESTS.labels(name, kind).inc()
+        log.warning("gateway.upstream_failed", upstream=name, kind=kind)
         if kind == "timeout":
-            raise UpstreamTimeout(f"upstream {route.upstream} did not answer in time") from None
-        raise UpstreamError(f"upstream {route.upstream} is not reachable") from None
+            raise UpstreamTimeout(f"upstream {name} did not answer in time") from None
+        raise UpstreamError(f"upstream {name} is not reachable") from None
+    try:
+        await _relay_answer(send, answer, name, head_only=scope["method"] == "HEAD")
+    finally:
+        answer.release()
 
-    UPSTREAM_REQUESTS.labels(route.upstream, str(upstream.status)).inc()
-    raw_headers = [
-        (k.lower(), v)
-        for k, v in upstream.raw_headers
-        if k.lower().decode("latin-1") not in RESPONSE_SKIPPED
+
+async def _relay_answer(
+    send: Send, answer: aiohttp.ClientResponse, name: str, *, head_only: bool
+) -> None:
+    UPSTREAM_REQUESTS.labels(name, str(answer.status)).inc()
+    headers = [
+        (k.lower(), v) for k, v in answer.raw_headers if k.lower() not in _RESPONSE_SKIPPED_RAW
     ]
-    if upstream.content_length is not None and upstream.content_length <= BUFFERED_RESPONSE_LIMIT:
-        # Small, sized answers are read whole: no streaming task per response.
+    sized = answer.content_length is not None and answer.content_length <= BUFFERED_RESPONSE_LIMIT
+    if sized or head_only:
+        # Small, sized answers are read whole: one body message, no streaming.
         try:
-            content = await upstream.read()
+            content = b"" if head_only else await answer.read()
         except (aiohttp.ClientError, TimeoutError):
-            UPSTREAM_REQUESTS.labels(route.upstream, "broken_response").inc()
-            raise UpstreamError(f"upstream {route.upstream} broke off its answer") from None
-        finally:
-            upstream.release()
-        response: Response = Response(content, status_code=upstream.status)
-    else:
-        response = StreamingResponse(
-            _relay(upstream),
-            status_code=upstream.status,
-            background=BackgroundTask(upstream.release),
-        )
-    response.raw_headers = raw_headers
-    return response
-
-
-async def _relay(upstream: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    async for chunk in upstream.content.iter_any():
-        yield chunk
+            UPSTREAM_REQUESTS.labels(name, "broken_response").inc()
+            raise UpstreamError(f"upstream {name} broke off its answer") from None
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        return
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    try:
+        async for chunk in answer.content.iter_any():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except (aiohttp.ClientError, TimeoutError):
+        # the answer has started: all that can be done is to end it short (the client sees
+        # a body shorter than declared, or an unterminated chunked body)
+        UPSTREAM_REQUESTS.labels(name, "broken_response").inc()
+        log.warning("gateway.upstream_broke_off", upstream=name)
+        raise
+    await send({"type": "http.response.body", "body": b""})

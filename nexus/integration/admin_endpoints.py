@@ -11,15 +11,23 @@ integration (`operator_auth.OperatorGate`): 401 / 403 come from there. Then one 
     POST /dead-letters/replay {work_ids} or {since, ...filters}: a new attempt of each,
                               after checking the current route (refusals carry the reason)
     POST /dead-letters/purge  {work_ids}: delete for good (with events and receipts)
+    POST /dead-letters/reroute {work_ids}: a dead item Runtime definitely refused, whose
+                              route's mapping changed, is cancelled and its delivery routed
+                              again from the receipt with the CURRENT route (docs/adr/0044)
     POST /lanes/skip          {work_id}: the halted head is cancelled, the lane moves on
     GET  /receipts            ?delivery_id= (&connector=): the receipt audit of a delivery
     GET  /audit               operator actions, newest first
     GET  /queues              depth per pack, queue class and state; in flight; oldest age
+    GET  /failed-receipts     deliveries whose routing failed for good (nothing was made of
+                              them); filters connector, route, delivery_id, since, until
+    POST /failed-receipts/replay {receipt_ids} or {since, ...filters}: back to `received`, so
+                              the router maps them with the CURRENT route (docs/adr/0044)
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -27,21 +35,29 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import BadRequest
 from nexus.integration import operations as ops
+from nexus.integration import receipt_replay as receipts_ops
 from nexus.integration.admin_schemas import (
     ActionReport,
     AuditEntry,
     DeadLetter,
     DeadLetterPage,
     DecisionOut,
+    FailedReceipt,
+    FailedReceiptPage,
     PurgeRequest,
     QueueCountOut,
+    ReceiptActionReport,
+    ReceiptDecisionOut,
+    ReceiptReplayRequest,
     ReplayRequest,
+    RerouteRequest,
     SkipRequest,
     at,
     decode_cursor,
     encode_cursor,
     to_ms,
 )
+from nexus.integration.reroute import REROUTED, reroute_items
 
 PREFIX = "/admin/v1/integration"
 router = APIRouter(prefix=PREFIX)
@@ -153,6 +169,17 @@ async def purge(request: Request, who: Operator, body: PurgeRequest) -> ActionRe
     return _report(await ops.purge_items(_engine(request), operator=who, work_ids=body.work_ids))
 
 
+@router.post("/dead-letters/reroute", response_model=ActionReport)
+async def reroute(request: Request, who: Operator, body: RerouteRequest) -> ActionReport:
+    report = await reroute_items(
+        _engine(request), operator=who, var_dir=request.app.state.var_dir, work_ids=body.work_ids
+    )
+    loops = getattr(request.app.state, "background", None)
+    if report.count(REROUTED) and loops is not None:
+        loops.worker.wake()  # new work items: the executor looks now
+    return _report(report)
+
+
 @router.post("/lanes/skip", response_model=ActionReport)
 async def skip(request: Request, who: Operator, body: SkipRequest) -> ActionReport:
     decision = await ops.skip_head(_engine(request), operator=who, work_id=body.work_id)
@@ -211,3 +238,66 @@ async def queues(request: Request, who: Operator) -> list[QueueCountOut]:
         )
         for c in await ops.queue_counts(_engine(request))
     ]
+
+
+@router.get("/failed-receipts", response_model=FailedReceiptPage)
+async def failed_receipts(
+    *,
+    request: Request,
+    who: Operator,
+    connector: str | None = None,
+    route: str | None = None,
+    delivery_id: Annotated[str | None, Query(max_length=191)] = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> FailedReceiptPage:
+    query = receipts_ops.FailedReceiptQuery(
+        connector=connector,
+        route=route,
+        delivery_id=delivery_id,
+        since_ms=to_ms(since),
+        until_ms=to_ms(until),
+        cursor=_cursor(cursor),
+        limit=limit,
+    )
+    rows, next_cursor = await receipts_ops.failed_receipts(
+        _engine(request), operator=who, query=query
+    )
+    return FailedReceiptPage(
+        items=[FailedReceipt.from_row(r) for r in rows], next_cursor=encode_cursor(next_cursor)
+    )
+
+
+@router.post("/failed-receipts/replay", response_model=ReceiptActionReport)
+async def replay_failed_receipts(
+    request: Request, who: Operator, body: ReceiptReplayRequest
+) -> ReceiptActionReport:
+    var_dir: Path = request.app.state.var_dir
+    if body.receipt_ids is not None:
+        report = await receipts_ops.replay_receipts(
+            _engine(request), operator=who, var_dir=var_dir, receipt_ids=body.receipt_ids
+        )
+    else:
+        query = receipts_ops.FailedReceiptQuery(
+            connector=body.connector,
+            route=body.route,
+            delivery_id=body.delivery_id,
+            since_ms=to_ms(body.since),
+            until_ms=to_ms(body.until),
+            cursor=_cursor(body.cursor),
+        )
+        report = await receipts_ops.replay_failed_since(
+            _engine(request), operator=who, var_dir=var_dir, query=query
+        )
+    replayed = report.count(ops.REPLAYED)
+    loops = getattr(request.app.state, "background", None)
+    if replayed and loops is not None:
+        loops.wake_router()  # the router runs in this process: route them now
+    return ReceiptActionReport(
+        done=replayed,
+        refused=report.count(ops.REFUSED),
+        decisions=[ReceiptDecisionOut(**vars(d)) for d in report.decisions],
+        next_cursor=encode_cursor(report.next_cursor),
+    )

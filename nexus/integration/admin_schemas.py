@@ -157,9 +157,13 @@ class PurgeRequest(BaseModel):
     work_ids: Annotated[WorkIds, Field(max_length=MAX_BATCH)]
 
 
+class RerouteRequest(PurgeRequest):
+    """Dead items (at most 500) to re-route from their receipts with the current route."""
+
+
 class DecisionOut(BaseModel):
     work_id: str
-    outcome: str  # replayed | skipped | purged | refused
+    outcome: str  # replayed | skipped | purged | rerouted | refused
     code: str | None = None
     reason: str | None = None
 
@@ -188,3 +192,87 @@ class QueueCountOut(BaseModel):
     count: int
     in_flight: int
     oldest_pending_age_seconds: float | None
+
+
+# ---------------------------------------------------------------------- failed receipts
+
+
+class FailedReceipt(BaseModel):
+    """A delivery whose routing failed for good (nothing was materialized from it)."""
+
+    receipt_id: str
+    connector: str
+    route: str
+    route_version: int  # the route's version when the delivery arrived
+    delivery_id: str
+    event_kind: str | None
+    received_at: datetime | None
+    failed_at: datetime | None
+    attempts: int
+    deliveries: int
+    body_bytes: int
+    error: str | None  # sanitized: names the route's pointer or field, never a value
+
+    @classmethod
+    def from_row(cls, row: Any) -> FailedReceipt:
+        return cls(
+            receipt_id=row.receipt_id,
+            connector=row.connector,
+            route=row.route_key,
+            route_version=row.route_version,
+            delivery_id=row.provider_delivery_id,
+            event_kind=row.event_kind,
+            received_at=at(row.received_at_ms),
+            failed_at=at(row.failed_at_ms),
+            attempts=row.router_attempts,
+            deliveries=row.deliveries,
+            body_bytes=row.body_bytes,
+            error=row.error,
+        )
+
+
+class FailedReceiptPage(BaseModel):
+    items: list[FailedReceipt]
+    next_cursor: str | None
+
+
+ReceiptIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=32)]],
+    Field(min_length=1, max_length=MAX_BATCH),
+]
+
+
+class ReceiptReplayRequest(BaseModel):
+    """Either `receipt_ids` (at most 500), or every receipt that failed since `since`
+    (optionally until `until`, narrowed by connector, route, delivery id; `cursor` to go on).
+    Each is routed again with the route's CURRENT active version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    receipt_ids: ReceiptIds | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    connector: str | None = None
+    route: str | None = None
+    delivery_id: str | None = None
+    cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> ReceiptReplayRequest:
+        if (self.receipt_ids is None) == (self.since is None):
+            raise ValueError("give exactly one of 'receipt_ids' or 'since'")
+        return self
+
+
+class ReceiptDecisionOut(BaseModel):
+    receipt_id: str
+    outcome: str  # replayed | refused
+    code: str | None = None
+    reason: str | None = None
+
+
+class ReceiptActionReport(BaseModel):
+    done: int
+    refused: int
+    decisions: list[ReceiptDecisionOut]
+    next_cursor: str | None = None

@@ -8,8 +8,6 @@ so a loop flood cannot starve acknowledgements of connections (seed: ingress poo
 
 from __future__ import annotations
 
-import gc
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
@@ -28,14 +26,18 @@ from nexus.integration.models import work
 from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
-from nexus.platform.db import create_engine, create_sqlite_thread_engine, is_sqlite_file
+from nexus.platform.db import (
+    create_engine,
+    create_sqlite_thread_engine,
+    is_sqlite_file,
+    sqlite_write_gate,
+)
 from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
 
 CAPABILITIES = ("ops.v1", "webhooks.ingress.v1", "integration.admin.v1")
-GIL_SWITCH_SECONDS = 0.0005
 Loops = Literal["none", "all"]
 
 
@@ -58,7 +60,12 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             thread_engine = create_sqlite_thread_engine(
                 url, sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms
             )
-            return SqliteThreadStore(thread_engine, threads=cfg.ingress_writers)
+            return SqliteThreadStore(
+                thread_engine,
+                threads=cfg.ingress_writers,
+                write_gate=sqlite_write_gate(url),
+                turn_timeout_s=settings.db.sqlite_busy_timeout_ms / 1000,
+            )
         return EngineStore(ingress_engine)
 
     @asynccontextmanager
@@ -94,27 +101,15 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             writer.on_commit = background.wake_router
             background.start()
             app.state.background = background
-        # Start-up objects are long-lived: keep the collector from rescanning them on every
-        # young-generation pass (measured: most of the group-commit p99 tail).
-        gc.collect()
-        gc.freeze()
-        # A busy event loop holds the GIL; a driver thread waiting for it (the SQLite
-        # writer, after each call into SQLite) gets it only when the interpreter forces a
-        # switch, by default after 5 ms, and each group commit needs it back a few times
-        # (measured at 600/s: 6.6 -> 2.6 ms per commit, p50 ack 86-218 -> 6-13 ms).
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(GIL_SWITCH_SECONDS)
         try:
             async with _operating(app, settings, loops_engine, loops=loops):
                 yield
         finally:
             if app.state.background is not None:
                 await app.state.background.stop()
-            sys.setswitchinterval(switch_interval)
             await writer.close()
             await ingress_engine.dispose()
             await loops_engine.dispose()
-            gc.unfreeze()
 
     app = create_service_app(
         settings=settings,
@@ -125,6 +120,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     )
     app.state.loops = loops
     app.state.public_base_url = settings.public_base_url.rstrip("/")
+    app.state.var_dir = settings.var_dir  # where large webhook bodies are kept (replay checks)
     app.include_router(admin_router)
     app.serve_ahead(HOOKS_PREFIX, HooksEndpoint(role=Role.INTEGRATION.value))
     return app

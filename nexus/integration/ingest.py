@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.contracts.errors import ServiceUnavailable
 from nexus.integration.repository import ReceiptRow, Stored, store_receipts
+from nexus.platform import sqlite_writes
 from nexus.platform.observability import get_logger
 
 log = get_logger(__name__)
@@ -112,21 +113,36 @@ class EngineStore:
 
 
 class SqliteThreadStore:
-    """A batch on a writer thread of its own: the whole transaction in one hop.
+    """A batch on a writer thread of its own: the whole transaction in one hop, started once
+    it is this process's turn to write the file (`write_gate`).
 
     Each thread keeps its connection between batches (a pool checkout and return per batch
     cost ~60 us of a ~310 us one-row batch); a connection that fails is closed and replaced.
     """
 
-    def __init__(self, engine: Engine, *, threads: int = 1) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        threads: int = 1,
+        write_gate: str | None = None,
+        turn_timeout_s: float = 5.0,
+    ) -> None:
         self.engine = engine
+        self.write_gate = write_gate  # the file's in-process write queue (`sqlite_writes`)
+        self.turn_timeout_s = turn_timeout_s
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="ingress-sqlite")
         self._local = threading.local()
         self._kept: list[Connection] = []
 
     async def commit(self, rows: list[ReceiptRow]) -> list[Stored]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, self._commit, rows)
+        if self.write_gate is None:
+            return await loop.run_in_executor(self._threads, self._commit, rows)
+        # queue with this process's other writers (router, executor) instead of meeting them
+        # in SQLite's busy handler, whose sleeps were most of a webhook's ack time
+        async with sqlite_writes.write_turn(self.write_gate, self.turn_timeout_s):
+            return await loop.run_in_executor(self._threads, self._commit, rows)
 
     def _commit(self, rows: list[ReceiptRow]) -> list[Stored]:
         conn: Connection | None = getattr(self._local, "conn", None)

@@ -99,7 +99,7 @@ class OperationsRepository:
         if not work_ids:
             return {}
         rows = await self.conn.execute(
-            select(items.c.id, items.c.state, items.c.family, *CONTEXT)
+            select(items.c.id, items.c.state, items.c.family, items.c.failure_class, *CONTEXT)
             .select_from(
                 items.join(ew, and_(ew.c.work_id == items.c.id, ew.c.org_id == org_id))
                 .join(ev, and_(ev.c.org_id == ew.c.org_id, ev.c.event_id == ew.c.event_id))

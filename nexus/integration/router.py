@@ -1,14 +1,16 @@
 """The receipt router: `received` receipts become immutable events and WorkItems, once.
 
-One batch = two transactions. The claim (`claim_receipts`) leases up to `batch` due receipts
-of one org under a fresh token and commits. Bodies are then read (row snapshot or `body_ref`
-file, checked against the payload hash). The materialization is ONE transaction: it first
-renews every lease of the batch under the token (a lost lease rolls the whole transaction
-back and the batch is retried with the receipts still held), reads the CURRENT active routes,
-maps each receipt (`mapping.map_delivery`) and writes the events (insert-or-ignore on ids
-derived from (receipt, ordinal)), the WorkItems (deterministic ids, skipped when the
-`event_work` link exists), the links, and the receipts' new status. So a crash anywhere
-re-runs with no duplicates: before the commit nothing is written and the lease expires;
+A batch whose bodies are all in their rows (snapshots; the usual case) is ONE transaction:
+it claims up to `batch` due receipts of one org under a fresh token (`claim_receipts`, a CAS
+on the claimable predicate, so two routers never take the same receipt), checks each body
+against its payload hash, reads the CURRENT active routes, maps each receipt
+(`mapping.map_delivery`) and writes the events (insert-or-ignore on ids derived from
+(receipt, ordinal)), the WorkItems (deterministic ids, skipped when the `event_work` link
+exists), the links, and the receipts' new status. A batch with a body kept as a file
+(`body_ref`) is two: the claim commits, the files are read outside any transaction, then the
+materialization renews every lease of the batch under the token (a lost lease rolls it back;
+the receipts are retried while still held) and writes as above. Either way a crash anywhere
+re-runs with no duplicates: before the commit nothing is written (or the lease expires);
 after it the receipt is no longer `received`.
 
 Outcomes per receipt: `materialized` (with its event ids); `failed` when retrying cannot help
@@ -94,15 +96,117 @@ def queue_class(route_key: str) -> str:
     return fit(route_key, 32, digest=8)
 
 
-def event_id(receipt_id: str) -> str:
-    """A receipt's event (one per receipt; a fan-out would number them from here)."""
-    return receipt_id + FIRST_EVENT
+def event_id(receipt_id: str, ordinal: int = 0) -> str:
+    """A receipt's event: `-0` when the router made it; an operator's re-route from the
+    receipt (docs/adr/0044) numbers the next ones."""
+    return receipt_id + (FIRST_EVENT if ordinal == 0 else f"-{ordinal}")
 
 
 def work_id(org_id: str, received_at_ms: int, event: str, work_type: str = WORK_TYPE) -> str:
     """Deterministic (a re-run derives the same id) and ordered by acceptance time."""
     digest = hashlib.sha256(f"{org_id}/{event}/{work_type}".encode()).hexdigest()
     return f"{received_at_ms:012x}{digest[:20]}"
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """One receipt mapped by a route: its event row and the WorkItem carrying its command."""
+
+    event: dict[str, Any]
+    item: NewItem | None
+
+
+def map_receipt(
+    receipt: ClaimedReceipt, body: bytes, route: ActiveRoute, *, ordinal: int = 0
+) -> Materialized:
+    """Map `body` with `route` into event `ordinal` of the receipt; MappingFailed (its
+    sanitized reason) when the route cannot map it."""
+    rid = receipt.receipt_id
+    declaration = route.declaration
+    document = parse_json(body) if needs_document(declaration) else None
+    mapped = map_delivery(declaration, document, receipt.correlation)
+    event = event_id(rid, ordinal)
+    request = None
+    if mapped.command is not None:
+        try:
+            request = AcceptCommandRequest(
+                org_id=receipt.org_id,
+                message_id=work_id(receipt.org_id, receipt.received_at_ms, event),
+                command=mapped.command,
+                correlation={
+                    "event_id": event,
+                    "receipt_id": rid,
+                    "delivery_id": receipt.provider_delivery_id,
+                },
+            )
+        except ValidationError as exc:
+            where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+            raise MappingFailed(f"the command for Runtime is invalid at {where}") from None
+    pack = installed_pack_id(receipt.connector)
+    row = {
+        "org_id": receipt.org_id,
+        "event_id": event,
+        "receipt_id": rid,
+        "ordinal": ordinal,
+        "installed_pack_id": pack,
+        "pack_generation": route.version,
+        "connector": receipt.connector,
+        "route_key": receipt.route_key,
+        "route_version": route.version,
+        "event_kind": receipt.event_kind,
+        "source_object_kind": mapped.source_kind,
+        "source_object_id": mapped.source_id,
+        "idempotency_key": fit(
+            f"{receipt.connector}:{receipt.provider_delivery_id}:{ordinal}", 191
+        ),
+        "delivery_seq": receipt.received_at_ms,
+        "payload_sha256": receipt.payload_sha256,
+        "parse_outcome": "parsed" if request is not None else "no_command",
+        "command": None if request is None else request.command.model_dump_json(),
+        "correlation": json.dumps({"receipt_id": rid} | receipt.correlation, separators=(",", ":")),
+    }
+    item = None
+    if request is not None:
+        item = NewItem(
+            family=pack,
+            queue_class=queue_class(receipt.route_key),
+            payload=request.model_dump_json(),
+            id=request.message_id,
+            lane_key=mapped.lane_key,
+            target_key=mapped.target_key,
+        )
+    return Materialized(row, item)
+
+
+async def enqueue_work(
+    conn: AsyncConnection,
+    store: WorkStore,
+    org_id: str,
+    work: list[tuple[str, NewItem]],
+    *,
+    now_ms: int,
+    policy: QueuePolicy,
+    known: set[tuple[str, str]],
+) -> set[tuple[str, str]]:
+    """WorkItems and their event links, skipping events that have theirs already; queues not
+    in `known` are ensured first. Returns the queues it ensured."""
+    existing = await linked_work(conn, org_id=org_id, event_ids=[e for e, _ in work])
+    work = [(e, item) for e, item in work if (e, WORK_TYPE) not in existing]
+    if not work:
+        return set()
+    queues = {(item.family, item.queue_class) for _, item in work} - known
+    for family, queue in sorted(queues):
+        await store.ensure_queue(conn, family, queue, owner=EXECUTOR_OWNER, policy=policy)
+    await store.enqueue(conn, [item for _, item in work])
+    await link_work(
+        conn,
+        [
+            {"org_id": org_id, "event_id": e, "work_type": WORK_TYPE, "work_id": item.id}
+            for e, item in work
+        ],
+        now_ms=now_ms,
+    )
+    return queues
 
 
 @dataclass(frozen=True)
@@ -228,31 +332,69 @@ class ReceiptRouter:
 
     # ------------------------------------------------------------------ one batch
     async def route_batch(self, org_id: str) -> int:
-        """Claim one batch of the org's due receipts and materialize it."""
-        batch = await self.claim(org_id)
-        if batch is None:
-            return 0
-        self._crash_at(FAILPOINT_AFTER_CLAIM)
-        await self.materialize(batch)
-        return len(batch.receipts)
-
-    async def claim(self, org_id: str) -> ClaimedBatch | None:
-        """Lease up to `batch` due receipts under a fresh token (committed at return)."""
+        """Claim one batch of the org's due receipts and materialize it: in the claim's own
+        transaction when every body is in its row (nothing to read from disk while holding
+        the write lock), else in a second one after the bodies were read."""
         async with reading(self.engine) as conn:
             ids = await due_receipts(conn, org_id=org_id, limit=self.settings.batch)
+        if not ids:
+            return 0
+        token = new_token()
+        try:
+            async with self.engine.begin() as conn:
+                claimed = await self._claim(conn, org_id, ids, token)
+                if not claimed:
+                    return 0
+                if any(receipt.body_snapshot is None for receipt in claimed):
+                    batch = ClaimedBatch(org_id, token, claimed)
+                else:
+                    batch = None
+                    self._crash_at(FAILPOINT_AFTER_CLAIM)
+                    loaded = [self._loaded(r, bytes(r.body_snapshot or b"")) for r in claimed]
+                    written = await self._write(conn, org_id, token, loaded)
+        except Exception as exc:
+            if _unavailable(exc):
+                raise
+            # a row the database refused: the claim went with it; the two-transaction path
+            # below retries the batch one receipt at a time
+            log.warning("router.batch_failed", receipts=len(ids), error_type=type(exc).__name__)
+            fallback = await self.claim(org_id, ids)
+            if fallback is None:
+                return 0
+            await self.materialize(fallback)
+            return len(fallback.receipts)
+        if batch is not None:
+            self._crash_at(FAILPOINT_AFTER_CLAIM)
+            await self.materialize(batch)
+            return len(batch.receipts)
+        self._written(written)
+        self.stats.batches += 1
+        self.on_routed()
+        return len(claimed)
+
+    async def claim(self, org_id: str, ids: list[str] | None = None) -> ClaimedBatch | None:
+        """Lease up to `batch` due receipts under a fresh token (committed at return)."""
+        if ids is None:
+            async with reading(self.engine) as conn:
+                ids = await due_receipts(conn, org_id=org_id, limit=self.settings.batch)
         if not ids:
             return None
         token = new_token()
         async with self.engine.begin() as conn:
-            claimed = await claim_receipts(
-                conn,
-                org_id=org_id,
-                ids=ids,
-                token=token,
-                owner=self.owner,
-                lease_ms=self.settings.lease_ms,
-            )
+            claimed = await self._claim(conn, org_id, ids, token)
         return ClaimedBatch(org_id, token, claimed) if claimed else None
+
+    async def _claim(
+        self, conn: AsyncConnection, org_id: str, ids: list[str], token: str
+    ) -> list[ClaimedReceipt]:
+        return await claim_receipts(
+            conn,
+            org_id=org_id,
+            ids=ids,
+            token=token,
+            owner=self.owner,
+            lease_ms=self.settings.lease_ms,
+        )
 
     async def materialize(self, batch: ClaimedBatch) -> None:
         """Read the bodies and write the batch's outcome in one transaction fenced by its
@@ -274,6 +416,10 @@ class ReceiptRouter:
                 return _Loaded(receipt, terminal=str(exc))
         else:
             return _Loaded(receipt, terminal="the receipt has no stored body")
+        return self._loaded(receipt, body)
+
+    @staticmethod
+    def _loaded(receipt: ClaimedReceipt, body: bytes) -> _Loaded:
         if hashlib.sha256(body).hexdigest() != receipt.payload_sha256:
             return _Loaded(receipt, terminal="the stored body does not match its payload hash")
         return _Loaded(receipt, body=body)
@@ -331,48 +477,45 @@ class ReceiptRouter:
 
     async def _commit(self, org_id: str, token: str, batch: list[_Loaded]) -> None:
         ids = [loaded.receipt.receipt_id for loaded in batch]
-        new_queues: set[tuple[str, str]] = set()
         async with self.engine.begin() as conn:
             if not await fence_receipts(
                 conn, org_id=org_id, token=token, ids=ids, lease_ms=self.settings.lease_ms
             ):
                 raise _LeaseLost
-            routes = await current_routes(conn, org_id=org_id)
-            now_ms = int((await conn.execute(db_now_ms().select())).scalar_one())
-            writes = _Writes()
-            for loaded in batch:
-                self._route(writes, loaded, routes)
-            await insert_events(conn, writes.events, now_ms=now_ms)
-            new_queues = await self._enqueue(conn, org_id, writes.work, now_ms)
-            await mark_materialized(conn, org_id=org_id, token=token, ids=writes.materialized)
-            await mark_failed(conn, org_id=org_id, token=token, errors=writes.failed)
-            await mark_retry(conn, org_id=org_id, token=token, retries=writes.retries)
-            self._crash_at(FAILPOINT_BEFORE_COMMIT)
+            written = await self._write(conn, org_id, token, batch)
+        self._written(written)
+
+    async def _write(
+        self, conn: AsyncConnection, org_id: str, token: str, batch: list[_Loaded]
+    ) -> tuple[_Writes, set[tuple[str, str]]]:
+        """Map the batch with the CURRENT routes and write its outcome, in `conn`'s
+        transaction (which holds the batch's leases)."""
+        routes = await current_routes(conn, org_id=org_id)
+        now_ms = int((await conn.execute(db_now_ms().select())).scalar_one())
+        writes = _Writes()
+        for loaded in batch:
+            self._route(writes, loaded, routes)
+        await insert_events(conn, writes.events, now_ms=now_ms)
+        new_queues = await self._enqueue(conn, org_id, writes.work, now_ms)
+        await mark_materialized(conn, org_id=org_id, token=token, ids=writes.materialized)
+        await mark_failed(conn, org_id=org_id, token=token, errors=writes.failed)
+        await mark_retry(conn, org_id=org_id, token=token, retries=writes.retries)
+        self._crash_at(FAILPOINT_BEFORE_COMMIT)
+        return writes, new_queues
+
+    def _written(self, written: tuple[_Writes, set[tuple[str, str]]]) -> None:
+        """After the commit: the queues now exist, the outcomes count."""
+        writes, new_queues = written
         self._queues |= new_queues
         self._counted(writes)
 
     async def _enqueue(
         self, conn: AsyncConnection, org_id: str, work: list[tuple[str, NewItem]], now_ms: int
     ) -> set[tuple[str, str]]:
-        """WorkItems and their event links, skipping events that have theirs already."""
-        existing = await linked_work(conn, org_id=org_id, event_ids=[e for e, _ in work])
-        work = [(e, item) for e, item in work if (e, WORK_TYPE) not in existing]
-        if not work:
-            return set()
-        queues = {(item.family, item.queue_class) for _, item in work} - self._queues
         policy = QueuePolicy(max_attempts=self.settings.work_max_attempts)
-        for family, queue in sorted(queues):
-            await self.work.ensure_queue(conn, family, queue, owner=EXECUTOR_OWNER, policy=policy)
-        await self.work.enqueue(conn, [item for _, item in work])
-        await link_work(
-            conn,
-            [
-                {"org_id": org_id, "event_id": e, "work_type": WORK_TYPE, "work_id": item.id}
-                for e, item in work
-            ],
-            now_ms=now_ms,
+        return await enqueue_work(
+            conn, self.work, org_id, work, now_ms=now_ms, policy=policy, known=self._queues
         )
-        return queues
 
     # ------------------------------------------------------------------ one receipt
     def _route(
@@ -395,68 +538,15 @@ class ReceiptRouter:
                 f"the route {receipt.connector}/{receipt.route_key} is no longer active"
             )
             return
-        declaration = route.declaration
         try:
-            document = parse_json(loaded.body) if needs_document(declaration) else None
-            mapped = map_delivery(declaration, document, receipt.correlation)
-            event = event_id(rid)
-            request = None
-            if mapped.command is not None:
-                request = AcceptCommandRequest(
-                    org_id=receipt.org_id,
-                    message_id=work_id(receipt.org_id, receipt.received_at_ms, event),
-                    command=mapped.command,
-                    correlation={
-                        "event_id": event,
-                        "receipt_id": rid,
-                        "delivery_id": receipt.provider_delivery_id,
-                    },
-                )
+            done = map_receipt(receipt, loaded.body, route)
         except MappingFailed as exc:
             writes.failed[rid] = str(exc)
             return
-        except ValidationError as exc:
-            where = ".".join(str(p) for p in exc.errors()[0]["loc"])
-            writes.failed[rid] = f"the command for Runtime is invalid at {where}"
-            return
-        pack = installed_pack_id(receipt.connector)
-        writes.events.append(
-            {
-                "org_id": receipt.org_id,
-                "event_id": event,
-                "receipt_id": rid,
-                "ordinal": 0,
-                "installed_pack_id": pack,
-                "pack_generation": route.version,
-                "connector": receipt.connector,
-                "route_key": receipt.route_key,
-                "route_version": route.version,
-                "event_kind": receipt.event_kind,
-                "source_object_kind": mapped.source_kind,
-                "source_object_id": mapped.source_id,
-                "idempotency_key": fit(
-                    f"{receipt.connector}:{receipt.provider_delivery_id}:0", 191
-                ),
-                "delivery_seq": receipt.received_at_ms,
-                "payload_sha256": receipt.payload_sha256,
-                "parse_outcome": "parsed" if request is not None else "no_command",
-                "command": None if request is None else request.command.model_dump_json(),
-                "correlation": json.dumps(
-                    {"receipt_id": rid} | receipt.correlation, separators=(",", ":")
-                ),
-            }
-        )
+        writes.events.append(done.event)
         writes.materialized.append(rid)
-        if request is not None:
-            item = NewItem(
-                family=pack,
-                queue_class=queue_class(receipt.route_key),
-                payload=request.model_dump_json(),
-                id=request.message_id,
-                lane_key=mapped.lane_key,
-                target_key=mapped.target_key,
-            )
-            writes.work.append((event, item))
+        if done.item is not None:
+            writes.work.append((done.event["event_id"], done.item))
 
     def _postpone(self, writes: _Writes, receipt: ClaimedReceipt, reason: str) -> None:
         if receipt.attempts >= self.settings.max_attempts:

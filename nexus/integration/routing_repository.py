@@ -93,41 +93,52 @@ async def claim_receipts(
         )
     )
     rows = await conn.execute(
-        select(
-            t.c.receipt_id,
-            t.c.connector,
-            t.c.route_key,
-            t.c.provider_delivery_id,
-            t.c.event_kind,
-            t.c.received_at_ms,
-            t.c.correlation,
-            t.c.body_snapshot,
-            t.c.body_ref,
-            t.c.payload_sha256,
-            t.c.router_attempts,
-        ).where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token)
-    )
-    claimed = [
-        ClaimedReceipt(
-            org_id=org_id,
-            receipt_id=r.receipt_id,
-            connector=r.connector,
-            route_key=r.route_key,
-            provider_delivery_id=r.provider_delivery_id,
-            event_kind=r.event_kind,
-            received_at_ms=int(r.received_at_ms),
-            correlation=_correlation(r.correlation),
-            body_snapshot=r.body_snapshot,
-            body_ref=r.body_ref,
-            payload_sha256=r.payload_sha256,
-            attempts=int(r.router_attempts),
+        select(*RECEIPT_READ).where(
+            t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token
         )
-        for r in rows
-    ]
+    )
+    claimed = [receipt_of(org_id, r) for r in rows]
     return sorted(claimed, key=lambda c: (c.received_at_ms, c.receipt_id))
 
 
-def _correlation(raw: str | None) -> dict[str, str]:
+#: The columns a receipt is routed from (body snapshot or reference included).
+RECEIPT_READ = tuple(
+    m.ingress_receipt.c[name]
+    for name in (
+        "receipt_id",
+        "connector",
+        "route_key",
+        "provider_delivery_id",
+        "event_kind",
+        "received_at_ms",
+        "correlation",
+        "body_snapshot",
+        "body_ref",
+        "payload_sha256",
+        "router_attempts",
+    )
+)
+
+
+def receipt_of(org_id: str, r: Any) -> ClaimedReceipt:
+    """A row of `RECEIPT_READ` as the router holds it."""
+    return ClaimedReceipt(
+        org_id=org_id,
+        receipt_id=r.receipt_id,
+        connector=r.connector,
+        route_key=r.route_key,
+        provider_delivery_id=r.provider_delivery_id,
+        event_kind=r.event_kind,
+        received_at_ms=int(r.received_at_ms),
+        correlation=parse_correlation(r.correlation),
+        body_snapshot=r.body_snapshot,
+        body_ref=r.body_ref,
+        payload_sha256=r.payload_sha256,
+        attempts=int(r.router_attempts),
+    )
+
+
+def parse_correlation(raw: str | None) -> dict[str, str]:
     try:
         value = json.loads(raw or "{}")
     except ValueError:
@@ -243,11 +254,16 @@ async def mark_materialized(
 async def mark_failed(
     conn: AsyncConnection, *, org_id: str, token: str, errors: dict[str, str]
 ) -> None:
-    """Terminal routing failures with their sanitized reason."""
+    """Terminal routing failures with their sanitized reason. `next_attempt_at_ms` becomes
+    the failure time (db clock), so failed receipts are listed and replayed "since T" along
+    the router index (docs/adr/0044)."""
     if errors:
         await conn.execute(
             _holder_update(org_id, token).values(
-                router_status=FAILED, error=bindparam("b_error"), lease_until_ms=None
+                router_status=FAILED,
+                error=bindparam("b_error"),
+                lease_until_ms=None,
+                next_attempt_at_ms=db_now_ms(),
             ),
             [{"b_id": rid, "b_error": error[:MAX_ERROR]} for rid, error in errors.items()],
         )

@@ -117,9 +117,20 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine
     if database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
-    gate = str(Path(database).resolve()) if database != ":memory:" else f"memory:{id(engine)}"
+    gate = _write_gate(database) if database != ":memory:" else f"memory:{id(engine)}"
     _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate)
     return engine
+
+
+def _write_gate(database: str) -> str:
+    return str(Path(database).resolve())
+
+
+def sqlite_write_gate(url: str) -> str:
+    """The key of the in-process write queue (`sqlite_writes`) of a SQLite database file."""
+    if not is_sqlite_file(url):
+        raise ValueError("a write gate needs a SQLite database file")
+    return _write_gate(parse_database_url(url).database or "")
 
 
 def is_sqlite_file(url: str) -> bool:
@@ -133,8 +144,9 @@ def create_sqlite_thread_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000)
     For code that runs a whole transaction on a worker thread in one hop: through aiosqlite
     every statement, BEGIN and COMMIT is its own round trip to the driver's thread, and on a
     busy machine each hop can cost hundreds of microseconds. Same pragmas and `BEGIN
-    IMMEDIATE` as `create_engine` (no in-process write queue: a thread has no event loop to
-    queue on, so it meets the other writers in SQLite's busy handler).
+    IMMEDIATE` as `create_engine`; a thread has no event loop to queue on, so the caller takes
+    its turn in the in-process write queue first (`sqlite_writes.write_turn` with
+    `sqlite_write_gate(url)`), else it meets the other writers in SQLite's busy handler.
     """
     if not is_sqlite_file(url):
         raise ValueError("a thread engine needs a SQLite database file")

@@ -50,6 +50,8 @@ def current_request_id() -> str | None:
 
 _REQUEST_ID_KEY = REQUEST_ID_HEADER.encode()
 _QUIET_ROUTES = frozenset({"/healthz", "/metrics"})
+#: Every role's own endpoints (`ops_router`).
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/version", "/metrics"})
 _access_log = logging.getLogger(__name__)  # the stdlib logger behind `log`
 
 
@@ -247,17 +249,20 @@ class RoleApp(FastAPI):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._ahead: list[tuple[str, ASGIApp]] = []
+        self._ahead: list[tuple[str, ASGIApp, frozenset[str]]] = []
 
-    def serve_ahead(self, prefix: str, handler: ASGIApp) -> None:
-        """HTTP requests whose path starts with `prefix` go straight to `handler`."""
-        self._ahead.append((prefix, handler))
+    def serve_ahead(
+        self, prefix: str, handler: ASGIApp, *, unless: frozenset[str] = frozenset()
+    ) -> None:
+        """HTTP requests whose path starts with `prefix` (and is not one of `unless`) go
+        straight to `handler`."""
+        self._ahead.append((prefix, handler, unless))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path = scope["path"]
-            for prefix, handler in self._ahead:
-                if path.startswith(prefix):
+            for prefix, handler, unless in self._ahead:
+                if path.startswith(prefix) and path not in unless:
                     scope["app"] = self
                     await handler(scope, receive, send)
                     return

@@ -13,6 +13,7 @@ from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
 from nexus.platform.db import create_engine, describe_backend, ping, session_factory
 from nexus.platform.http import OpsInfo, ReadinessCheck, RoleApp, create_role_app
+from nexus.platform.interpreter import tuned_for_serving
 from nexus.platform.migrations import migration_state
 from nexus.platform.settings import Settings
 
@@ -57,10 +58,12 @@ def create_service_app(
         app.state.service = holder["state"] = ServiceState(engine)
         try:
             if on_start is None:
-                yield
+                with tuned_for_serving():
+                    yield
             else:
                 async with on_start(app, holder["state"]):
-                    yield
+                    with tuned_for_serving():
+                        yield
         finally:
             holder.clear()
             await engine.dispose()

@@ -10,6 +10,10 @@ own short transaction:
                      retries (Integration's are minutes to hours)
     idempotency      records' idempotency keys (a client retrying a mutation days later gets
                      a new write, as with Salesforce's own idempotency window)
+    import jobs      finished CSV imports (done or failed) with their rows: the rows hold
+                     customer values and per-row errors, kept for the error report only
+    replicas         runtime-api replicas not seen for the period (a live replica writes
+                     its heartbeat every few seconds; release acks ignore stale rows anyway)
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ class Pruned:
     outbox: int = 0
     message_keys: int = 0
     idempotency_keys: int = 0
+    import_jobs: int = 0
+    replicas: int = 0
+
+    def anything(self) -> bool:
+        return any(vars(self).values())
 
 
 async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BATCH) -> Pruned:
@@ -72,7 +81,36 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
             await _delete_keys(conn, idem, idem.c.idem_key, keys)
         pruned.idempotency_keys += len(keys)
         if len(keys) < batch:
-            return pruned
+            break
+    pruned.import_jobs = await _prune_import_jobs(engine, cutoff, batch)
+    async with engine.begin() as conn:
+        gone = await conn.execute(delete(m.replica).where(m.replica.c.seen_at_ms < cutoff))
+    pruned.replicas = int(gone.rowcount or 0)
+    return pruned
+
+
+async def _prune_import_jobs(engine: AsyncEngine, cutoff: int, batch: int) -> int:
+    """Finished imports last updated before `cutoff`, with their rows: one transaction per
+    batch of jobs (a job's rows go in one statement)."""
+    jobs, rows = m.import_job, m.import_row
+    removed = 0
+    while True:
+        async with engine.begin() as conn:
+            finished = list(
+                await conn.execute(
+                    select(jobs.c.org_id, jobs.c.job_id)
+                    .where(jobs.c.state.in_(("done", "failed")), jobs.c.updated_at_ms < cutoff)
+                    .limit(batch)
+                )
+            )
+            for org_id, job_id in finished:
+                await conn.execute(
+                    delete(rows).where(rows.c.org_id == org_id, rows.c.job_id == job_id)
+                )
+            await _delete_keys(conn, jobs, jobs.c.job_id, [tuple(r) for r in finished])
+        removed += len(finished)
+        if len(finished) < batch:
+            return removed
 
 
 async def _prune_message_keys(engine: AsyncEngine, cutoff: int, batch: int) -> int:
@@ -134,14 +172,8 @@ async def retention_loop(
 
     async def step() -> None:
         pruned = await prune_once(engine, retention_ms=int(retention_days * DAY_MS))
-        if pruned.inbox or pruned.outbox or pruned.message_keys or pruned.idempotency_keys:
-            log.info(
-                "runtime.retention_pruned",
-                inbox=pruned.inbox,
-                outbox=pruned.outbox,
-                message_keys=pruned.message_keys,
-                idempotency_keys=pruned.idempotency_keys,
-            )
+        if pruned.anything():
+            log.info("runtime.retention_pruned", **vars(pruned))
 
     async with every(interval_s, step, name="runtime-retention"):
         yield

@@ -86,11 +86,13 @@ def apply_routes(stack: Stack, where: Path, routes: dict[str, Any]) -> str:
     return stack.nexus("integration", "apply-routes", str(path))
 
 
-def send(stack: Stack, where: Path, delivery: str, body: dict[str, Any]) -> None:
+def send(
+    stack: Stack, where: Path, delivery: str, body: dict[str, Any], *, route: str = "contacts"
+) -> None:
     path = where / f"{delivery}.json"
     path.write_text(json.dumps(body))
     out = stack.nexus(
-        "hooks", "send", "--connector", "crm-demo", "--route", "contacts",
+        "hooks", "send", "--connector", "crm-demo", "--route", route,
         "--delivery-id", delivery, str(path),
     )  # fmt: skip
     assert "status: 200" in out, out
@@ -200,6 +202,72 @@ def test_a_refused_command_is_a_dead_letter_replayed_after_the_fix(
     expect(admin.get_by_text("Replay: 1 done, 0 refused")).to_be_visible()
     expect(dead.get_by_text("No dead letters")).to_be_visible()
     contact_list(admin, f"Lamarr{TAG}")
+
+
+def people_route(id_pointer: str) -> dict[str, Any]:
+    """A second route of the demo connector whose external id comes from `id_pointer`."""
+    declaration = route(tier=False)["routes"][0]
+    fields = {"External_Id__c": id_pointer, "LastName": "/data/last_name"}
+    command = declaration["command"] | {"fields": fields}
+    return {"routes": [declaration | {"route": "people", "command": command}]}
+
+
+def until_listed(region: Any, text: str, *, timeout: float = 30) -> Any:
+    """The row of `region` holding `text`, re-filtering until the router has put it there."""
+    row = region.get_by_role("row").filter(has_text=text)
+    deadline = time.monotonic() + timeout
+    while not row.count() and time.monotonic() < deadline:
+        time.sleep(1)
+        region.get_by_role("button", name="Filter").click()
+    return row
+
+
+def test_a_delivery_that_fails_mapping_is_replayed_through_the_fixed_route(
+    admin: Page, browser: Browser, stack: Stack, where: Path
+) -> None:
+    apply_routes(stack, where, people_route("/data/id"))
+    ok = f"person-ok-{TAG}"
+    first = {"id": ok, "last_name": f"Curie{TAG}"}
+    send(stack, where, ok, {"type": "person.created", "data": first}, route="people")
+    contact_list(admin, f"Curie{TAG}")
+
+    # the provider renamed `id` to `person_id`: the route's pointer finds nothing
+    delivery, ssn = f"person-new-{TAG}", "078-05-1120"
+    body = {"person_id": delivery, "last_name": f"Meitner{TAG}", "ssn": ssn}
+    send(stack, where, delivery, {"type": "person.created", "data": body}, route="people")
+    open_section(admin, "Integration")
+    failed = admin.get_by_role("region", name="Failed deliveries")
+    row = until_listed(failed, delivery)
+    expect(row).to_contain_text("crm-demo/people")
+    expect(row).to_contain_text("no text or integer at /data/id")  # sanitized: the pointer
+    assert ssn not in admin.content()  # never the payload
+    check_accessibility(admin, "admin failed deliveries")
+    shot(admin, "admin/failed-deliveries")
+
+    # a second operator has the same list open
+    context = browser.new_context(viewport=WIDE, bypass_csp=True)
+    context.set_default_timeout(15_000)
+    other = context.new_page()
+    try:
+        sign_in(other, stack, "/admin/integration", "admin", ADMIN_PASSWORD)
+        theirs = other.get_by_role("region", name="Failed deliveries")
+        stale = until_listed(theirs, delivery)
+
+        # the fix, as an operator applies it; then the replay routes it with version 2
+        apply_routes(stack, where, people_route("/data/person_id"))
+        row.get_by_role("button", name=f"Replay delivery {delivery}").click()
+        expect(admin.get_by_text("Replay delivery: 1 routed again, 0 refused")).to_be_visible()
+        expect(failed.get_by_role("row").filter(has_text=delivery)).to_have_count(0)
+        contact_list(admin, f"Meitner{TAG}")
+
+        # the second operator's replay comes too late: refused, with the reason shown
+        stale.get_by_role("button", name=f"Replay delivery {delivery}").click()
+        refusal = theirs.get_by_role("alert")
+        expect(refusal).to_contain_text(f"{delivery}: ")
+        expect(refusal).to_contain_text("(not failed) (NOT_FAILED)")
+        shot(other, "admin/failed-deliveries-refused")
+    finally:
+        context.close()
 
 
 def add_field(page: Page, object_label: str, label: str, api_name: str) -> None:

@@ -263,3 +263,59 @@ def test_the_crm_bundle_stays_under_300_kb_gzipped() -> None:
 def test_screenshots_were_saved() -> None:
     names = {p.name for p in SHOTS.glob("*.png")}
     assert {"account-new.png", "account-record.png", "search.png"} <= names
+
+
+def test_an_edit_the_api_refuses_shows_a_clear_message(browser: Browser, stack: Stack) -> None:
+    """The access decision can change while a form is open (an admin makes the user Read
+    Only): the save is refused by the API and the person is told so in words, on the form;
+    the record page then offers no Edit."""
+    admin = {"Authorization": f"Bearer {stack.tokens['admin']}"}
+    username = f"demoted{int(time.time())}"
+    created = httpx.post(
+        f"{stack.https}/admin/v1/runtime/users",
+        json={"username": username, "password": PASSWORD, "permissionSets": ["Sfcrm_Test_Sales"]},
+        headers=admin,
+        verify=stack.tls(),
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
+    user_id = created.json()["userId"]
+    token = stack.token(username, PASSWORD)
+    reply = httpx.post(
+        f"{stack.https}/services/data/v59.0/sobjects/Account",
+        json={"Name": "Soon Read Only Co"},
+        headers={"Authorization": f"Bearer {token}"},
+        verify=stack.tls(),
+        timeout=10,
+    )
+    assert reply.status_code == 201, reply.text
+    page = _page(browser)
+    try:
+        sign_in(page, stack, f"/r/Account/{reply.json()['id']}", username, PASSWORD)
+        expect(page.get_by_role("heading", name="Soon Read Only Co")).to_be_visible()
+        page.get_by_role("button", name="Edit").click()
+        dialog = page.get_by_role("dialog", name="Edit Soon Read Only Co")
+        dialog.get_by_label("Annual Revenue").fill("1000")
+        demoted = httpx.put(
+            f"{stack.https}/admin/v1/runtime/users/{user_id}/permission-sets",
+            json={"permissionSets": ["Sfcrm_Test_Read_Only"]},
+            headers=admin,
+            verify=stack.tls(),
+            timeout=10,
+        )
+        assert demoted.status_code == 200, demoted.text
+        time.sleep(STALENESS + 0.5)  # the API sees the change within the security staleness
+        dialog.get_by_role("button", name="Save").click()
+        refusal = dialog.get_by_role("alert").filter(has_text=re.compile("access", re.IGNORECASE))
+        expect(refusal).to_be_visible()
+        text = refusal.inner_text()
+        for raw in ("Traceback", "Error:", "{"):  # words, never a stack trace or a raw body
+            assert raw not in text, text
+        shot(page, "edit-refused")
+        dialog.get_by_role("button", name="Cancel").click()
+        page.get_by_role("navigation", name="Objects").get_by_role("link", name="Accounts").click()
+        page.get_by_role("link", name="Soon Read Only Co").first.click()
+        expect(page.get_by_role("heading", name="Soon Read Only Co")).to_be_visible()
+        expect(page.get_by_role("button", name="Edit")).to_have_count(0)
+    finally:
+        page.context.close()

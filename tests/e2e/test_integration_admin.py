@@ -113,6 +113,13 @@ def test_only_a_system_administrator_operates_the_integration(
                 f"{API}/dead-letters/replay", json={"work_ids": [routed.work_id]}, headers=bob
             )
             assert replay.status_code == 403
+            for method, path, body in (
+                ("GET", "failed-receipts", None),
+                ("POST", "failed-receipts/replay", {"receipt_ids": ["r"]}),
+                ("POST", "dead-letters/reroute", {"work_ids": ["w"]}),
+            ):
+                answer = client.request(method, f"{API}/{path}", json=body, headers=bob)
+                assert answer.status_code == 403, (path, answer.text)
 
             listed = client.get(f"{API}/dead-letters", params={"route": "orders"}, headers=boss)
             assert listed.status_code == 200, listed.text
@@ -151,3 +158,20 @@ def test_only_a_system_administrator_operates_the_integration(
             assert [(a["action"], a["target"], a["outcome"], a["actor"]) for a in audit] == [
                 ("replay", routed.work_id, "replayed", me["user_id"])
             ]
+
+            failed = client.get(f"{API}/failed-receipts", headers=boss)
+            assert failed.json() == {"items": [], "next_cursor": None}, failed.text
+            unknown = client.post(
+                f"{API}/failed-receipts/replay", json={"receipt_ids": ["nope"]}, headers=boss
+            ).json()
+            assert (unknown["done"], unknown["decisions"][0]["code"]) == (0, "NOT_FOUND")
+            audit = client.get(f"{API}/audit", headers=boss).json()
+            assert (audit[0]["action"], audit[0]["target"], audit[0]["outcome"]) == (
+                "replay_receipt",
+                "nope",
+                "refused",
+            )
+            rerouted = client.post(
+                f"{API}/dead-letters/reroute", json={"work_ids": ["nope"]}, headers=boss
+            ).json()
+            assert (rerouted["refused"], rerouted["decisions"][0]["code"]) == (1, "NOT_FOUND")

@@ -1,8 +1,9 @@
 """`nexus serve --role=integration` as separate real processes, on SQLite and MariaDB: an
-ingress-only process (`--loops=none`) takes webhooks; a loops process killed inside its
-materialization transaction leaves nothing behind; a fresh loops process (`--loops=all`)
-reclaims the receipts after the lease, drains them into events and WorkItems exactly once,
-delivers every command to a Runtime stand-in, and drains on SIGTERM."""
+ingress-only process (`--loops=none`) takes webhooks, their bodies kept as files (so the
+router claims, reads the files, then materializes: two transactions); a loops process killed
+inside its materialization transaction leaves nothing behind but its leases; a fresh loops
+process (`--loops=all`) reclaims the receipts after the lease, drains them into events and
+WorkItems exactly once, delivers every command to a Runtime stand-in, and drains on SIGTERM."""
 
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def deliveries() -> Iterator[tuple[bytes, dict[str, str]]]:
 
 async def test_separate_processes_drain_receipts_into_commands_exactly_once(world: World) -> None:
     receipts = m.ingress_receipt
-    async with role(world, "none") as (proc, base):
+    async with role(world, "none", NEXUS_INGRESS_BODY_SNAPSHOT_BYTES="0") as (proc, base):
         await ready(base)
         async with httpx.AsyncClient(base_url=base, timeout=10) as client:
             for body, headers in deliveries():

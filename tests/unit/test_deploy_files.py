@@ -66,3 +66,13 @@ def test_dockerfile_is_one_non_root_image_serving_a_role() -> None:
     assert users[-1].split(":")[0] not in ("root", "0")
     entrypoint = next(line for line in final_stage if line.startswith("ENTRYPOINT "))
     assert json.loads(entrypoint.removeprefix("ENTRYPOINT ")) == ["nexus", "serve"]
+
+
+def test_the_image_ships_the_built_browser_bundle_where_the_gateway_serves_it() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM node:20\S* AS frontend$", text, re.MULTILINE)
+    assert "RUN npm ci" in text  # from the committed lock file
+    final_stage = text[text.rindex("\nFROM ") :]
+    assert "COPY --from=frontend /src/frontend/dist ./frontend/dist" in final_stage
+    workdir = re.findall(r"^WORKDIR (\S+)$", final_stage, re.MULTILINE)[-1]
+    assert f"NEXUS_GATEWAY_STATIC_ROOT={workdir} " in text  # <root>/frontend/dist

@@ -1,8 +1,9 @@
 // The admin adapter: request shapes, live-chart series and the refusal lines an operator reads.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
-  addField, createUser, deadLetters, fieldDefinition, objectDefinition, packageFiles, refusals, replayItems,
-  replaySince, sparkline, summarize, throughput, type QueueCount,
+  addField, createUser, deadLetters, failedReceipts, fieldDefinition, objectDefinition, packageFiles, receiptRefusals,
+  refusals, replayItems, replayReceipts, replayReceiptsSince, replaySince, reroutable, rerouteItems, sparkline,
+  summarize, throughput, type DeadLetter, type QueueCount,
 } from "./admin";
 import { ApiError } from "./http";
 
@@ -50,6 +51,49 @@ describe("admin adapter", () => {
         { work_id: "w2", outcome: "refused", code: "ROUTE_CHANGED", reason: "route shop/orders is at version 2" },
       ],
     })).toEqual(["w2: route shop/orders is at version 2 (ROUTE_CHANGED)"]);
+  });
+
+  it("lists failed deliveries with only the filters that are set", async () => {
+    reply.body = { items: [], next_cursor: null };
+    await failedReceipts({ connector: "shop", route: "", delivery_id: "dlv 7" });
+    await failedReceipts();
+    expect(sent.map((s) => s.url)).toEqual([
+      "/admin/v1/integration/failed-receipts?connector=shop&delivery_id=dlv+7",
+      "/admin/v1/integration/failed-receipts",
+    ]);
+  });
+
+  it("replays failed deliveries by receipt id, or all failed since a time with the filters", async () => {
+    reply.body = { done: 1, refused: 0, decisions: [], next_cursor: null };
+    await replayReceipts(["r1"]);
+    await replayReceiptsSince("2026-11-29T10:00:00.000Z", { connector: "shop", delivery_id: "" });
+    expect(sent[0]).toEqual({ url: "/admin/v1/integration/failed-receipts/replay", method: "POST", body: { receipt_ids: ["r1"] } });
+    expect(sent[1].body).toEqual({ connector: "shop", since: "2026-11-29T10:00:00.000Z" });
+  });
+
+  it("words a refused delivery replay by its delivery id when known, else its receipt id", () => {
+    const report = {
+      done: 1, refused: 2, next_cursor: null,
+      decisions: [
+        { receipt_id: "r1", outcome: "replayed", code: null, reason: null },
+        { receipt_id: "r2", outcome: "refused", code: "NOT_FAILED", reason: "the receipt is waiting for the router (not failed)" },
+        { receipt_id: "r3", outcome: "refused", code: "BODY_GONE", reason: "the receipt's body is no longer kept" },
+      ],
+    };
+    expect(receiptRefusals(report, new Map([["r2", "dlv-2"]]))).toEqual([
+      "dlv-2: the receipt is waiting for the router (not failed) (NOT_FAILED)",
+      "r3: the receipt's body is no longer kept (BODY_GONE)",
+    ]);
+  });
+
+  it("re-routes dead items by id; offers it only for a definite refusal", async () => {
+    reply.body = { done: 1, refused: 0, decisions: [], next_cursor: null };
+    await rerouteItems(["w1"]);
+    expect(sent[0]).toEqual({ url: "/admin/v1/integration/dead-letters/reroute", method: "POST", body: { work_ids: ["w1"] } });
+    const item = (state: string, failure_class: string | null) => ({ state, failure_class }) as DeadLetter;
+    expect(reroutable(item("dead", "terminal"))).toBe(true);
+    expect(reroutable(item("dead", "retryable"))).toBe(false); // its last attempt may have been applied
+    expect(reroutable(item("outcome_unknown", "lease_expired"))).toBe(false);
   });
 
   it("a 403 is an ApiError the console shows as 'not allowed'", async () => {

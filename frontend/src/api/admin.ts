@@ -65,21 +65,60 @@ export const replayItems = (workIds: string[]) =>
 export const replaySince = (since: string, filter: DeadLetterFilter = {}) =>
   api<ActionReport>(`${INTEGRATION}/dead-letters/replay`, json("POST", { ...clean(filter), since }));
 
+/** Dead items Runtime definitely refused, whose route's mapping changed since: cancelled, and
+ * their deliveries routed again from the receipts with the CURRENT route (new work items). */
+export const rerouteItems = (workIds: string[]) =>
+  api<ActionReport>(`${INTEGRATION}/dead-letters/reroute`, json("POST", { work_ids: workIds }));
+
+/** Worth offering a re-route: dead after a definite refusal (the server decides the rest). */
+export const reroutable = (item: DeadLetter) => item.state === "dead" && item.failure_class === "terminal";
+
 export const skipLane = (workId: string) =>
   api<ActionReport>(`${INTEGRATION}/lanes/skip`, json("POST", { work_id: workId }));
 
 export const receipts = (deliveryId: string) =>
   api<{ receipts: Array<Record<string, unknown>> }>(`${INTEGRATION}/receipts${query({ delivery_id: deliveryId })}`);
 
-function clean(filter: DeadLetterFilter): DeadLetterFilter {
-  return Object.fromEntries(Object.entries(filter).filter(([, v]) => v)) as DeadLetterFilter;
+function clean<T extends object>(filter: T): T {
+  return Object.fromEntries(Object.entries(filter).filter(([, v]) => v)) as T;
 }
 
 /** One line per refusal: what the operator reads when a replay is refused (fail closed). */
 export function refusals(report: ActionReport): string[] {
-  return report.decisions
+  return refusalLines(report.decisions.map((d) => ({ ...d, id: d.work_id })));
+}
+
+function refusalLines(decisions: Array<{ id: string; outcome: string; code: string | null; reason: string | null }>): string[] {
+  return decisions
     .filter((d) => d.outcome === "refused")
-    .map((d) => `${d.work_id}: ${d.reason ?? d.code ?? "refused"}${d.code ? ` (${d.code})` : ""}`);
+    .map((d) => `${d.id}: ${d.reason ?? d.code ?? "refused"}${d.code ? ` (${d.code})` : ""}`);
+}
+
+// ------------------------------------------------------------------ failed deliveries (receipts)
+
+/** A delivery whose routing failed for good: nothing was created from it. */
+export interface FailedReceipt {
+  receipt_id: string; connector: string; route: string; route_version: number; delivery_id: string;
+  event_kind: string | null; received_at: string | null; failed_at: string | null; attempts: number;
+  deliveries: number; body_bytes: number; error: string | null;
+}
+export interface ReceiptDecision { receipt_id: string; outcome: string; code: string | null; reason: string | null }
+export interface ReceiptReport { done: number; refused: number; decisions: ReceiptDecision[]; next_cursor: string | null }
+export interface FailedReceiptFilter { connector?: string; route?: string; delivery_id?: string; since?: string }
+
+export const failedReceipts = (filter: FailedReceiptFilter = {}) =>
+  api<{ items: FailedReceipt[]; next_cursor: string | null }>(`${INTEGRATION}/failed-receipts${query({ ...filter })}`);
+
+/** Route the receipts again with their route's CURRENT version (after the route was fixed). */
+export const replayReceipts = (receiptIds: string[]) =>
+  api<ReceiptReport>(`${INTEGRATION}/failed-receipts/replay`, json("POST", { receipt_ids: receiptIds }));
+
+export const replayReceiptsSince = (since: string, filter: FailedReceiptFilter = {}) =>
+  api<ReceiptReport>(`${INTEGRATION}/failed-receipts/replay`, json("POST", { ...clean(filter), since }));
+
+/** Refusal lines naming each receipt by its delivery id when the console knows it. */
+export function receiptRefusals(report: ReceiptReport, deliveries: ReadonlyMap<string, string> = new Map()): string[] {
+  return refusalLines(report.decisions.map((d) => ({ ...d, id: deliveries.get(d.receipt_id) ?? d.receipt_id })));
 }
 
 // ------------------------------------------------------------------ live queue series

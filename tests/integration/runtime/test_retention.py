@@ -77,3 +77,57 @@ async def test_old_finished_commands_and_their_keys_go_dead_and_young_ones_stay(
     assert await count(db, idem, idem.c.idem_key.like("k-%")) == 2
     again = await prune_once(db.engine, retention_ms=7 * DAY_MS)
     assert (again.inbox, again.message_keys, again.idempotency_keys) == (0, 0, 0)
+
+
+async def test_old_finished_imports_and_vanished_replicas_are_pruned(db: RuntimeDb) -> None:
+    jobs, rows, replica = m.import_job, m.import_row, m.replica
+    async with db.engine.begin() as conn:
+        now = int((await conn.execute(db_now_ms().select())).scalar_one())
+        old, young = now - 10 * DAY_MS, now - DAY_MS
+        ages = {"imp-done-old": ("done", old), "imp-failed-old": ("failed", old)}
+        ages |= {"imp-running-old": ("running", old), "imp-done-young": ("done", young)}
+        for job_id, (state, updated) in ages.items():
+            await conn.execute(
+                insert(jobs).values(
+                    org_id=db.org_id,
+                    job_id=job_id,
+                    user_id="005000000000001",
+                    object_name="Contact",
+                    mode="insert",
+                    mapping="{}",
+                    state=state,
+                    total=2,
+                    processed=2,
+                    succeeded=1,
+                    failed=1,
+                    created_at_ms=updated,
+                    updated_at_ms=updated,
+                )
+            )
+            await conn.execute(
+                insert(rows),
+                [
+                    {"org_id": db.org_id, "job_id": job_id, "row_no": n, "error": "bad value"}
+                    for n in (1, 2)
+                ],
+            )
+        await conn.execute(
+            insert(replica),
+            [
+                {"replica_id": "gone", "prepared_revision": 1, "seen_at_ms": old},
+                {"replica_id": "alive", "prepared_revision": 1, "seen_at_ms": now},
+            ],
+        )
+
+    pruned = await prune_once(db.engine, retention_ms=7 * DAY_MS, batch=1)
+    assert (pruned.import_jobs, pruned.replicas) == (2, 1)
+    async with reading(db.engine) as conn:
+        kept = {r[0] for r in await conn.execute(select(jobs.c.job_id))}
+        with_rows = {r[0] for r in await conn.execute(select(rows.c.job_id).distinct())}
+        replicas = {r[0] for r in await conn.execute(select(replica.c.replica_id))}
+    # a running import is never removed under its worker, a young one keeps its error report
+    assert {"imp-running-old", "imp-done-young"} <= kept
+    assert not kept & {"imp-done-old", "imp-failed-old"}
+    assert not with_rows & {"imp-done-old", "imp-failed-old"}
+    assert replicas >= {"alive"}
+    assert "gone" not in replicas
