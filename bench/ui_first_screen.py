@@ -40,17 +40,9 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import Backend
+from tests.e2e.browser_stack import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.sfcrm_stack import PASSWORD, sfcrm_stack
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def summary(values: list[float]) -> dict[str, float]:
