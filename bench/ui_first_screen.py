@@ -44,7 +44,6 @@ from tests.e2e.browser_stack import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.sfcrm_stack import PASSWORD, sfcrm_stack
 
 
-
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {
