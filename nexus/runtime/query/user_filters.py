@@ -71,9 +71,12 @@ def _number(f: FieldDef, raw: str) -> Value:
 
 
 def _date(f: FieldDef, raw: str) -> Value:
-    if not _DATE.match(raw):
-        raise ValueError("a date (YYYY-MM-DD)")
-    return date.fromisoformat(raw)
+    try:
+        if _DATE.match(raw):
+            return date.fromisoformat(raw)
+    except ValueError:
+        pass
+    raise ValueError("a date (YYYY-MM-DD)")
 
 
 def _datetime(f: FieldDef, raw: str) -> Value:
