@@ -374,6 +374,7 @@ def test_filter_accounts_by_a_picklist_value_then_remove_the_chip(
         form.get_by_label("Field").select_option(label="Industry")
         form.get_by_label("Operator").select_option(label="equals")
         form.get_by_label("Value").select_option("Energy")
+        shot(page, "account-list-add-filter")
         form.get_by_role("button", name="Apply").click()
         chip = page.get_by_role("button", name="Remove filter Industry equals Energy")
         expect(chip).to_be_visible()

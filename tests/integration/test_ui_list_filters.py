@@ -209,6 +209,10 @@ async def test_number_currency_date_datetime_and_checkbox_compare(
     assert await names(stack, probes, "Due__c:less_or_equal:2026-01-01T10:00:00+01:00") == [
         "Probe 1"
     ]
+    # the record's system dates too (the database clock wrote them: today, whatever it is)
+    assert await names(stack, probes, "CreatedDate:greater:2000-01-01") == ["Probe 1", "Probe 2"]
+    assert await names(stack, probes, "LastModifiedDate:less:2000-01-01T00:00:00Z") == []
+    assert "'in' is not one of" in await refused(stack, "CreatedDate:in:2000-01-01")
 
 
 async def test_lookup_filters_by_record_id(stack: UiStack, records: dict[str, str]) -> None:

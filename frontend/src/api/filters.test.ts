@@ -5,15 +5,17 @@ import {
 } from "./filters";
 
 describe("list filters", () => {
-  it("offers the server's operators by type, and none for system, formula or long text fields", () => {
+  it("offers the server's operators by type, and none for formula, long text or most system fields", () => {
     expect(operatorsFor(field("Name", "String"))).toEqual(["equals", "contains", "starts_with"]);
     expect(operatorsFor(field("Industry", "Picklist"))).toEqual(["equals", "in"]);
     expect(operatorsFor(field("CloseDate", "Date"))).toEqual(["equals", "less", "less_or_equal", "greater", "greater_or_equal"]);
     expect(operatorsFor(field("Done", "Boolean"))).toEqual(["equals"]);
     expect(operatorsFor(field("ParentId", "Reference"))).toEqual(["equals"]);
     expect(operatorsFor(field("Description", "TextArea"))).toEqual([]);
+    expect(operatorsFor(field("OwnerId", "Reference", { system: true }))).toEqual([]);
+    expect(operatorsFor(field("CreatedDate", "DateTime", { system: true, calculated: true }))).toHaveLength(5);
     expect(filterableFields(accountInfo()).map((f) => f.apiName)).toEqual(
-      ["Name", "AccountNumber", "AnnualRevenue", "Industry", "ParentId"],
+      ["Name", "AccountNumber", "AnnualRevenue", "CreatedDate", "Industry", "ParentId"],
     );
   });
 

@@ -26,9 +26,12 @@ export const OPERATOR_LABELS: Record<string, string> = {
   less: "less than", less_or_equal: "at most", greater: "greater than", greater_or_equal: "at least",
 };
 
+/** The system fields the server lets a user filter on. */
+const SYSTEM_FILTERABLE = ["CreatedDate", "LastModifiedDate"];
+
 /** The operators the server accepts for this field ([] when it cannot be filtered on). */
 export function operatorsFor(field: FieldInfo): string[] {
-  if (field.system || field.calculated) return [];
+  if (field.system ? !SYSTEM_FILTERABLE.includes(field.apiName) : field.calculated) return [];
   return BY_TYPE[field.dataType] ?? [];
 }
 

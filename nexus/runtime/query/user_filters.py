@@ -39,6 +39,13 @@ OPERATORS: dict[str, tuple[str, ...]] = {
     "lookup": ("equals",),
     "master_detail": ("equals",),
 }
+#: The system fields a user may filter on (every reader of the object may read them).
+SYSTEM_FIELDS = {
+    "createddate": FieldDef(api_name="CreatedDate", label="Created Date", type="datetime"),
+    "lastmodifieddate": FieldDef(
+        api_name="LastModifiedDate", label="Last Modified Date", type="datetime"
+    ),
+}
 _ID = re.compile(r"^[A-Za-z0-9]{15}([A-Za-z0-9]{3})?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NUMBER = re.compile(r"^[+-]?(\d{1,18}(\.\d{0,8})?|\.\d{1,8})$")
@@ -132,7 +139,11 @@ def to_list_filter(
     """The user's filter as a list view filter; 400 naming the field when it is not one the
     caller may filter on (unknown and unreadable fields are refused alike)."""
     f = view.field(obj, asked.field)
-    if f is None or not access.field(view, obj, f)[0] or f.type not in OPERATORS:
+    readable = f is not None and access.field(view, obj, f)[0]
+    if f is None:  # the caller reads the object (checked before), so its system fields
+        f = SYSTEM_FIELDS.get(asked.field.lower())
+        readable = f is not None
+    if f is None or not readable or f.type not in OPERATORS:
         raise _invalid(asked.field, f"no filterable field with that name on {obj.api_name}")
     allowed = OPERATORS[f.type]
     if asked.operator not in allowed:
