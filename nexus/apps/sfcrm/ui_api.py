@@ -28,6 +28,7 @@ DEFAULT_LIST_PAGE = 50
 MIN_LIST_PAGE, MAX_LIST_PAGE = 10, 200
 MIN_TERM = 2
 MAX_FILTERS = 10
+MAX_FILTER_VALUES, MAX_FILTER_VALUE = 20, 255  # as Runtime's user filters
 
 #: Runtime field type -> the UI API's dataType.
 DATA_TYPES = {
@@ -342,6 +343,15 @@ def _list_query(request: Request, asked: dict[str, Any]) -> dict[str, Any]:
         if not field or not operator or not colon:
             raise bad_request("INVALID_FILTER", "a filter is Field:operator:value")
         values = _split_values(value) if operator == "in" else [value]
+        if len(values) > MAX_FILTER_VALUES:
+            raise bad_request(
+                "INVALID_FILTER", f"filter on {field!r}: at most {MAX_FILTER_VALUES} values"
+            )
+        if any(len(v) > MAX_FILTER_VALUE for v in values):
+            raise bad_request(
+                "INVALID_FILTER",
+                f"filter on {field!r}: a value is at most {MAX_FILTER_VALUE} characters",
+            )
         filters.append({"field": field, "operator": operator, "values": values})
     if filters:
         asked["filters"] = filters
