@@ -243,6 +243,7 @@ async def test_bad_filters_are_400_naming_the_field(
     assert "a date (YYYY-MM-DD)" in await refused(stack, "CloseDate:less:31/03/2026", path=deals)
     assert "a date (YYYY-MM-DD)" in await refused(stack, "CloseDate:less:2026-02-30", path=deals)
     assert await refused(stack, "Industry") == "a filter is Field:operator:value"
+    assert await refused(stack, "X" * 81 + ":equals:x") == "a filter is Field:operator:value"
     assert await refused(stack, *["Name:contains:a"] * 11) == "at most 10 filters"
     assert await refused(stack, "Name:contains:" + "x" * 256) == (
         "filter on 'Name': a value is at most 255 characters"

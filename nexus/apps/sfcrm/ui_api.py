@@ -340,7 +340,7 @@ def _list_query(request: Request, asked: dict[str, Any]) -> dict[str, Any]:
     for item in raw:
         field, _, rest = item.partition(":")
         operator, colon, value = rest.partition(":")
-        if not field or not operator or not colon:
+        if not 0 < len(field) <= 80 or not operator or not colon:  # 80: an api name
             raise bad_request("INVALID_FILTER", "a filter is Field:operator:value")
         values = _split_values(value) if operator == "in" else [value]
         if len(values) > MAX_FILTER_VALUES:
