@@ -7,6 +7,7 @@ access. Every decision is made here with the caller's access; the AppService onl
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -39,6 +40,7 @@ from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.query.engine import run_query
 from nexus.runtime.query.list_views import to_soql
+from nexus.runtime.query.user_filters import MAX_FILTERS, UserFilter, to_list_filter
 from nexus.runtime.records.graph import RecordGraph, read_graph
 from nexus.runtime.records.read import record_access
 
@@ -180,6 +182,8 @@ class ListRequest(BaseModel):
     start: int = Field(default=0, ge=0, le=100_000)
     sort_by: str | None = Field(default=None, max_length=200)
     q: str | None = Field(default=None, max_length=100)
+    #: The user's own filters, ANDed with the list view's (unknown, unreadable -> 400).
+    filters: list[UserFilter] = Field(default_factory=list, max_length=MAX_FILTERS)
 
 
 def _column(view: MetadataView, obj: ObjectDef, path: str) -> ListColumn:
@@ -204,6 +208,17 @@ def _column(view: MetadataView, obj: ObjectDef, path: str) -> ListColumn:
     if labels and parts[-1].lower() == "name":
         label = "Name"
     return ListColumn(path=path, label=" ".join([*labels, label]), type=kind)
+
+
+def _operand(value: Any) -> str:
+    """A filter's value as the user wrote it (dates ISO 8601, true/false)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
 
 
 def _value(record: dict[str, Any], path: str) -> Any:
@@ -252,6 +267,7 @@ def _definition(
     *,
     sort_by: str | None,
     q: str | None,
+    added: tuple[ListViewFilter, ...] = (),
 ) -> ListViewDef:
     if name == RECENT:
         definition = ListViewDef(
@@ -277,8 +293,9 @@ def _definition(
             raise BadRequest(f"cannot sort by {field!r}", code="INVALID_FIELD") from None
         update["sort"] = (sort,)
     if q:
-        name_filter = ListViewFilter(field="Name", operator="contains", value=q)
-        update["filters"] = (*definition.filters, name_filter)
+        added = (*added, ListViewFilter(field="Name", operator="contains", value=q))
+    if added:
+        update["filters"] = (*definition.filters, *added)
     return definition.model_copy(update=update) if update else definition
 
 
@@ -297,6 +314,7 @@ async def _resolve(
         body.list_view,
         sort_by=body.sort_by,
         q=body.q,
+        added=tuple(to_list_filter(view, obj, access, f) for f in body.filters),
     )
     shown = definition
     if not any(c.lower() == "id" for c in definition.columns):
@@ -333,7 +351,9 @@ async def list_page(request: Request, body: ListRequest, caller: RecordsCaller) 
                 ListFilter(
                     field=f.field,
                     operator=f.operator,
-                    values=[str(v) for v in (f.value if isinstance(f.value, tuple) else [f.value])],
+                    values=[
+                        _operand(v) for v in (f.value if isinstance(f.value, tuple) else [f.value])
+                    ],
                 )
                 for f in definition.filters
             ],

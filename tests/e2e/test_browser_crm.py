@@ -319,3 +319,58 @@ def test_an_edit_the_api_refuses_shows_a_clear_message(browser: Browser, stack: 
         expect(page.get_by_role("button", name="Edit")).to_have_count(0)
     finally:
         page.context.close()
+
+
+def test_filter_accounts_by_a_picklist_value_then_remove_the_chip(
+    browser: Browser, stack: Stack
+) -> None:
+    """The list screen's filter panel: Industry equals Energy shows only Energy accounts, the
+    filter is kept in the URL (Back brings it back), removing its chip shows them all again."""
+    stamp = int(time.time())
+    # no "Filter" in the names: other suites on the shared stack find the box by that label
+    energy, media = f"Aaa Picklist Energy {stamp}", f"Aaa Picklist Media {stamp}"
+    token = stack.token("rep1", PASSWORD)  # the module's rep1 session may be signed out by now
+    for name, industry in ((energy, "Energy"), (media, "Media")):
+        reply = httpx.post(
+            f"{stack.https}/services/data/v59.0/sobjects/Account",
+            json={"Name": name, "Industry": industry},
+            headers={"Authorization": f"Bearer {token}"},
+            verify=stack.tls(),
+            timeout=10,
+        )
+        assert reply.status_code == 201, reply.text
+    page = _page(browser)
+    try:
+        sign_in(page, stack, "/o/Account", "rep1", PASSWORD)
+        expect(page.get_by_role("link", name=media)).to_be_visible()
+        page.get_by_role("button", name="Add filter").click()
+        form = page.get_by_role("form", name="Add filter")
+        form.get_by_label("Field").select_option(label="Industry")
+        form.get_by_label("Operator").select_option(label="equals")
+        form.get_by_label("Value").select_option("Energy")
+        shot(page, "account-list-add-filter")
+        form.get_by_role("button", name="Apply").click()
+        chip = page.get_by_role("button", name="Remove filter Industry equals Energy")
+        expect(chip).to_be_visible()
+        expect(page.get_by_role("link", name=energy)).to_be_visible()
+        expect(page.get_by_role("link", name=media)).to_have_count(0)
+        industries = page.locator('table tbody td[data-label="Industry"]').all_inner_texts()
+        assert industries, "no rows"
+        assert set(industries) == {"Energy"}, industries
+        assert "filter=Industry%3Aequals%3AEnergy" in page.url
+        check_accessibility(page, "list (filtered)")
+        shot(page, "account-list-filtered")
+        nav = page.get_by_role("navigation", name="Objects")
+        nav.get_by_role("link", name="Contacts").click()
+        expect(page.get_by_role("heading", name="All Contacts")).to_be_visible()
+        page.go_back()  # the filter comes back with the URL
+        expect(chip).to_be_visible()
+        expect(page.get_by_role("link", name=energy)).to_be_visible()
+        expect(page.get_by_role("link", name=media)).to_have_count(0)
+        chip.focus()
+        page.keyboard.press("Enter")
+        expect(chip).to_have_count(0)
+        expect(page.get_by_role("link", name=media)).to_be_visible()
+        expect(page.get_by_role("link", name=energy)).to_be_visible()
+    finally:
+        page.context.close()

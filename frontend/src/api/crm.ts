@@ -2,6 +2,7 @@
 // object-info, record-ui, list-ui, search; each one coarse Runtime call), writes through the
 // dialect's REST endpoints. Screens use only this module.
 
+import { appendFilters, type ListFilter } from "./filters";
 import { api, json } from "./http";
 import type {
   DataType, FieldInfo, FieldValue, HistoryEntry, LayoutSection, ListPage, NavItem, ObjectInfo,
@@ -140,6 +141,8 @@ export interface ListRequest {
   pageSize: number;
   /** "Name contains q" (at least 2 characters to apply). */
   q?: string;
+  /** The user's own filters (ANDed with the list view's). */
+  filters?: ListFilter[];
 }
 
 export async function listRecords(object: string, request: ListRequest): Promise<ListPage> {
@@ -147,6 +150,7 @@ export async function listRecords(object: string, request: ListRequest): Promise
   if (request.pageToken) params.set("pageToken", request.pageToken);
   if (request.q && request.q.trim().length >= 2) params.set("q", request.q.trim());
   if (request.sortBy) params.set("sortBy", (request.sortBy.descending ? "-" : "") + request.sortBy.path);
+  appendFilters(params, request.filters);
   const body = await api<Json>(`${UI}/list-ui/${seg(object)}/${seg(request.listView)}?${params}`);
   const info = body.info as Json;
   const page = body.records as Json;

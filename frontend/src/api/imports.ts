@@ -3,6 +3,7 @@
 // `list-ui/{object}/{view}/export` is the list view as CSV.
 
 import { VERSION, type ListRequest } from "./crm";
+import { appendFilters } from "./filters";
 import { api, download, json } from "./http";
 import type { FieldInfo } from "./types";
 
@@ -47,10 +48,11 @@ export function importErrors(id: string) {
   return download(`${UI}/imports/${seg(id)}/errors`);
 }
 
-export function exportListView(object: string, request: Pick<ListRequest, "listView" | "sortBy" | "q">) {
+export function exportListView(object: string, request: Pick<ListRequest, "listView" | "sortBy" | "q" | "filters">) {
   const params = new URLSearchParams();
   if (request.q && request.q.trim().length >= 2) params.set("q", request.q.trim());
   if (request.sortBy) params.set("sortBy", (request.sortBy.descending ? "-" : "") + request.sortBy.path);
+  appendFilters(params, request.filters);
   const query = params.toString() ? `?${params}` : "";
   return download(`${UI}/list-ui/${seg(object)}/${seg(request.listView)}/export${query}`);
 }

@@ -2,9 +2,11 @@ import { useEffect, useState } from "react";
 import { getRecord, listRecords, navItems, objectInfo } from "../api/crm";
 import type { FieldInfo, NavItem, ObjectInfo, RecordData } from "../api/types";
 import { displayValue } from "../fields/format";
-import { navigate, paths } from "../router";
+import { filtersFromSearch, searchWithFilters, type ListFilter } from "../api/filters";
+import { navigate, paths, usePath } from "../router";
 import { Button, EmptyState, ErrorState, Link, Spinner, Table, useToast, type Column } from "../ui/components";
 import { exportListView, saveFile } from "../api/imports";
+import { FilterPanel } from "./FilterPanel";
 import { ImportDialog } from "./ImportDialog";
 import { RecycleBin } from "./RecycleBin";
 import { RecordForm } from "./RecordForm";
@@ -15,12 +17,17 @@ const RECENT = "__Recent";
 
 export function ListScreen({ object, view }: { object: string; view: string | null }) {
   const meta = useAsync(() => Promise.all([objectInfo(object), navItems()]), [object]);
+  const search = usePath().split("?")[1] ?? "";
   if (meta.error) return <ErrorState message={meta.error} onRetry={meta.reload} />;
   if (!meta.data) return <Spinner />;
   const [info, nav] = meta.data;
   const item = nav.find((n) => n.objectApiName === object);
   const listView = view ?? item?.defaultListViewApiName ?? RECENT;
-  return <ListView key={listView} info={info} item={item} listView={listView} />;
+  // the filters live in the URL: a reload or Back keeps them
+  const filters = filtersFromSearch(search);
+  const setFilters = (next: ListFilter[]) =>
+    navigate(`${paths.list(info.apiName)}${searchWithFilters(search, next)}`);
+  return <ListView key={listView} info={info} item={item} listView={listView} filters={filters} onFilters={setFilters} />;
 }
 
 function columnField(info: ObjectInfo, path: string, dataType: FieldInfo["dataType"], label: string): FieldInfo {
@@ -30,7 +37,9 @@ function columnField(info: ObjectInfo, path: string, dataType: FieldInfo["dataTy
   };
 }
 
-function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; listView: string }) {
+function ListView({
+  info, item, listView, filters, onFilters,
+}: { info: ObjectInfo; item?: NavItem; listView: string; filters: ListFilter[]; onFilters: (f: ListFilter[]) => void }) {
   const [sortBy, setSortBy] = useState<{ path: string; descending: boolean }>();
   const [pageToken, setPageToken] = useState<string | null>(null);
   const [editing, setEditing] = useState<RecordData | null>(null);
@@ -48,9 +57,11 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
     }, 300);
     return () => clearTimeout(timer);
   }, [filterText]);
+  const filterKey = JSON.stringify(filters);
+  useEffect(() => setPageToken(null), [filterKey]); // a changed filter starts at page one
   const page = useAsync(
-    () => listRecords(info.apiName, { listView, sortBy, pageToken, pageSize: PAGE_SIZE, q }),
-    [info.apiName, listView, sortBy?.path, sortBy?.descending, pageToken, q],
+    () => listRecords(info.apiName, { listView, sortBy, pageToken, pageSize: PAGE_SIZE, q, filters }),
+    [info.apiName, listView, sortBy?.path, sortBy?.descending, pageToken, q, filterKey],
   );
   const views = item?.listViews ?? [];
   const title = page.data?.label || (listView === RECENT ? `Recent ${info.labelPlural}` : info.labelPlural);
@@ -97,7 +108,7 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
             disabled={exporting}
             onClick={() => {
               setExporting(true);
-              exportListView(info.apiName, { listView, sortBy, q })
+              exportListView(info.apiName, { listView, sortBy, q, filters })
                 .then((file) => saveFile(file, `${title}.csv`), (e) => toast(errorText(e), "error"))
                 .finally(() => setExporting(false));
             }}
@@ -109,10 +120,11 @@ function ListView({ info, item, listView }: { info: ObjectInfo; item?: NavItem; 
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New</Button>}
         </div>
       </div>
+      <FilterPanel info={info} filters={filters} onChange={onFilters} />
       {page.error && <ErrorState message={page.error} onRetry={page.reload} />}
       {!page.error && !page.data && <Spinner />}
       {page.data && page.data.records.length === 0 && !pageToken && (
-        <EmptyState title={q ? `No ${info.labelPlural.toLowerCase()} match “${q}”` : `No ${info.labelPlural.toLowerCase()} to show`}>
+        <EmptyState title={q ? `No ${info.labelPlural.toLowerCase()} match “${q}”` : filters.length ? `No ${info.labelPlural.toLowerCase()} match these filters` : `No ${info.labelPlural.toLowerCase()} to show`}>
           {info.createable && <Button variant="primary" onClick={() => setCreating(true)}>New {info.label}</Button>}
         </EmptyState>
       )}

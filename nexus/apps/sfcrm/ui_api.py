@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +27,8 @@ MAX_IDS = 10
 DEFAULT_LIST_PAGE = 50
 MIN_LIST_PAGE, MAX_LIST_PAGE = 10, 200
 MIN_TERM = 2
+MAX_FILTERS = 10
+MAX_FILTER_VALUES, MAX_FILTER_VALUE = 20, 255  # as Runtime's user filters
 
 #: Runtime field type -> the UI API's dataType.
 DATA_TYPES = {
@@ -319,21 +322,52 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return int(raw)
 
 
+def _split_values(text: str) -> list[str]:
+    """`a,b\\,c` -> ["a", "b,c"]: commas separate the values of `in`; `\\,` is a comma."""
+    return [v.replace("\\,", ",") for v in re.split(r"(?<!\\),", text)]
+
+
+def _list_query(request: Request, asked: dict[str, Any]) -> dict[str, Any]:
+    """`sortBy`, `q` and every `filter=Field:operator:value` (docs/ui-api.md) into a
+    Runtime list request; Runtime checks each filter against the metadata and FLS."""
+    for param, key in (("sortBy", "sort_by"), ("q", "q")):
+        if request.query_params.get(param):
+            asked[key] = request.query_params[param]
+    raw = request.query_params.getlist("filter")
+    if len(raw) > MAX_FILTERS:
+        raise bad_request("INVALID_FILTER", f"at most {MAX_FILTERS} filters")
+    filters = []
+    for item in raw:
+        field, _, rest = item.partition(":")
+        operator, colon, value = rest.partition(":")
+        if not 0 < len(field) <= 80 or not operator or not colon:  # 80: an api name
+            raise bad_request("INVALID_FILTER", "a filter is Field:operator:value")
+        values = _split_values(value) if operator == "in" else [value]
+        if len(values) > MAX_FILTER_VALUES:
+            raise bad_request(
+                "INVALID_FILTER", f"filter on {field!r}: at most {MAX_FILTER_VALUES} values"
+            )
+        if any(len(v) > MAX_FILTER_VALUE for v in values):
+            raise bad_request(
+                "INVALID_FILTER",
+                f"filter on {field!r}: a value is at most {MAX_FILTER_VALUE} characters",
+            )
+        filters.append({"field": field, "operator": operator, "values": values})
+    if filters:
+        asked["filters"] = filters
+    return asked
+
+
 @router.get("/list-ui/{object_name}/{list_view}")
 async def list_ui(request: Request, version: str, object_name: str, list_view: str) -> Response:
     d = dialect(request)
     caller = await d.enter(request, version)
     page_size = _int_param(request, "pageSize", DEFAULT_LIST_PAGE, MIN_LIST_PAGE, MAX_LIST_PAGE)
     start = _int_param(request, "pageToken", 0, 0, 100_000)
-    asked: dict[str, Any] = {
-        "object": object_name,
-        "list_view": list_view,
-        "page_size": page_size,
-        "start": start,
-    }
-    for param, key in (("sortBy", "sort_by"), ("q", "q")):
-        if request.query_params.get(param):
-            asked[key] = request.query_params[param]
+    asked = _list_query(
+        request,
+        {"object": object_name, "list_view": list_view, "page_size": page_size, "start": start},
+    )
     result = ListResult.model_validate(await d.runtime.call(caller, "ui/list", asked))
     labels = {c.path: c.label for c in result.columns}
     following = start + page_size
@@ -391,15 +425,12 @@ async def list_ui(request: Request, version: str, object_name: str, list_view: s
 
 @router.get("/list-ui/{object_name}/{list_view}/export")
 async def list_export(request: Request, version: str, object_name: str, list_view: str) -> Response:
-    """The list view (with `sortBy` and `q` as in list-ui) as a CSV download: a header of
+    """The list view (with `sortBy`, `q` and `filter` as in list-ui) as a CSV download: a header of
     column labels, then every record the caller may see (at most 10,000; the header
     `X-Nexus-Truncated: true` says there were more)."""
     d = dialect(request)
     caller = await d.enter(request, version)
-    asked: dict[str, Any] = {"object": object_name, "list_view": list_view}
-    for param, key in (("sortBy", "sort_by"), ("q", "q")):
-        if request.query_params.get(param):
-            asked[key] = request.query_params[param]
+    asked = _list_query(request, {"object": object_name, "list_view": list_view})
     answer = await d.runtime.call(caller, "ui/export", asked)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

@@ -8,6 +8,7 @@ invalid batch is stored.
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -460,8 +461,18 @@ class ListViewFilter(BaseModel):
     model_config = _STRICT
 
     field: FieldPath  # a field or parent path, e.g. Account__r.Name
-    operator: Literal["equals", "not_equals", "less", "greater", "contains", "starts_with", "in"]
-    value: str | int | float | bool | tuple[str, ...] | None = None
+    operator: Literal[
+        "equals",
+        "not_equals",
+        "less",
+        "less_or_equal",
+        "greater",
+        "greater_or_equal",
+        "contains",
+        "starts_with",
+        "in",
+    ]
+    value: str | int | float | bool | datetime | date | tuple[str, ...] | None = None
 
 
 class ListViewSort(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,7 +14,14 @@ from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.query.engine import QueryPage, query_current
 
-_OPERATORS = {"equals": "=", "not_equals": "!=", "less": "<", "greater": ">"}
+_OPERATORS = {
+    "equals": "=",
+    "not_equals": "!=",
+    "less": "<",
+    "less_or_equal": "<=",
+    "greater": ">",
+    "greater_or_equal": ">=",
+}
 
 
 def _literal(value: Any) -> str:
@@ -21,6 +29,10 @@ def _literal(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, datetime):  # SOQL date and datetime literals are unquoted
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, date):
+        return value.isoformat()
     if isinstance(value, int | float):
         return repr(value)
     escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
