@@ -200,8 +200,10 @@ class IntegrationSettings(BaseSettings):
     integration_retention_days: Annotated[float, Field(gt=0, le=3650)] = 7.0
     integration_retention_interval_seconds: Annotated[float, Field(ge=1, le=86_400)] = 600.0
     integration_retention_batch: Annotated[int, Field(ge=1, le=500)] = 500
-    #: Receipt router (`--loops=all`): receipts claimed and materialized per transaction.
-    integration_router_batch: Annotated[int, Field(ge=1, le=1000)] = 64
+    #: Receipt router (`--loops=all`): receipts claimed and materialized per transaction
+    #: (64 -> 256 took a 500/s end-to-end run from p50 7.5 s to 0.9 s: at 64 the one router
+    #: fell behind, bench/RESULTS.md 2026-11-30).
+    integration_router_batch: Annotated[int, Field(ge=1, le=1000)] = 256
     #: How long a router's claim on receipts lasts before another router may take them.
     integration_router_lease_ms: Annotated[int, Field(ge=500, le=600_000)] = 30_000
     #: Routing attempts before a receipt whose routing keeps failing transiently is `failed`.
@@ -213,7 +215,7 @@ class IntegrationSettings(BaseSettings):
     #: most this many; 32 -> 256 took a 500/s end-to-end run from 172 to 246 records/s,
     #: bench/RESULTS.md), and items claimed per batch.
     integration_executor_concurrency: Annotated[int, Field(ge=1, le=1024)] = 256
-    integration_executor_batch: Annotated[int, Field(ge=1, le=1000)] = 64
+    integration_executor_batch: Annotated[int, Field(ge=1, le=1000)] = 256
     integration_executor_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
     #: Delivery attempts of a command (for work queues created from now on) before it is dead.
     integration_executor_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
