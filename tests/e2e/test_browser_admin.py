@@ -330,8 +330,8 @@ def bundle(app: str) -> FilePayload:
 
 def install(page: Page, app: str, app_id: str) -> None:
     page.get_by_label("Package file").set_input_files(bundle(app))
-    steps = page.get_by_role("list", name=f"install of {app_id}")
-    expect(steps).to_contain_text("ACTIVE", timeout=60_000)
+    steps = page.get_by_role("list", name=f"install of {app_id}")  # ticks live while it runs
+    expect(steps.locator("li.step-done", has_text="ACTIVE")).to_be_visible(timeout=60_000)
     expect(page.get_by_role("row").filter(has_text=app_id)).to_contain_text("1.0.0")
 
 

@@ -1,11 +1,24 @@
 // Catalog: installed Apps (digest, version, state), install a package file with the release's
-// per-state progress, uninstall (a dependency refusal is shown as the server words it).
+// per-state progress (live while the job runs: the Catalog's status is polled for the newest
+// job's state; then the job's journal), uninstall (a dependency refusal is shown as the server
+// words it).
 import { useState } from "react";
-import { catalogStatus, installPackage, packageFiles, uninstallApp, type JobReport } from "../api/admin";
+import { catalogStatus, installPackage, packageFiles, uninstallApp, type CatalogJob, type JobReport } from "../api/admin";
 import { Button, EmptyState, ErrorState, Field, Spinner, Table, useToast } from "../ui/components";
 import { errorText, useAsync } from "../screens/useAsync";
 
-const STATES = ["DRAFT", "VALIDATED", "PLANNED", "SCHEMA_APPLIED", "SNAPSHOT_WRITTEN", "ACTIVE"];
+// The release state machine's states, in order (nexus/catalog/service.py STATES).
+export const STATES = [
+  "DRAFT", "VALIDATED", "RESERVED", "DDL_RECONCILED", "CATALOG_COMMITTED", "SNAPSHOT_PUBLISHED", "RUNTIME_PREPARED", "ACTIVE",
+];
+export const WATCH_MS = 300;
+
+/** A running job as a report: every state up to its current one reached. */
+export function runningReport(job: CatalogJob): JobReport {
+  const at = STATES.indexOf(job.state);
+  const reached = at < 0 ? [job.state] : STATES.slice(0, at + 1);
+  return { ...job, steps: reached.map((state) => ({ state, detail: "" })) };
+}
 
 export function CatalogPanel() {
   const status = useAsync(catalogStatus, []);
@@ -18,14 +31,34 @@ export function CatalogPanel() {
     setRunning(what);
     setError(undefined);
     setJob(undefined);
+    // While the call runs, the newest job the Catalog reports (one newer than what was there)
+    // is this one: its state ticks the progress list live.
+    const before = status.data?.jobs?.[0]?.job_id;
+    let watching = true;
+    const watch = async () => {
+      while (watching) {
+        await new Promise((done) => setTimeout(done, WATCH_MS));
+        try {
+          const newest = (await catalogStatus()).jobs?.[0];
+          if (watching && newest && newest.job_id !== before) setJob(runningReport(newest));
+        } catch {
+          // the call's own answer (or error) is what counts; the next poll may succeed
+        }
+      }
+    };
+    void watch();
     try {
       const done = await action();
+      watching = false;
       setJob(done);
       if (done.state === "FAILED") setError(done.error ?? `${what} failed`);
       else toast(`${what}: ${done.app_id} ${done.state}`);
     } catch (e) {
+      watching = false;
+      setJob(undefined);
       setError(errorText(e));
     } finally {
+      watching = false;
       setRunning(undefined);
       status.reload();
     }
