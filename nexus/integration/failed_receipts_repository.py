@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_, select, tuple_, update
+from sqlalchemy import select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.integration import models as m
-from nexus.integration.routing_repository import FAILED, RECEIVED
+from nexus.integration.routing_repository import FAILED, RECEIVED, after_in_router_order
 from nexus.platform.db import db_now_ms
 
 rc, ev = m.ingress_receipt, m.connector_event
@@ -86,13 +86,7 @@ class FailedReceiptsRepository:
         if where.delivery_id is not None:
             query = query.where(rc.c.provider_delivery_id == where.delivery_id)
         if cursor is not None:
-            at, receipt_id = cursor
-            query = query.where(
-                or_(
-                    rc.c.next_attempt_at_ms > at,
-                    and_(rc.c.next_attempt_at_ms == at, rc.c.receipt_id > receipt_id),
-                )
-            )
+            query = query.where(after_in_router_order(cursor))
         rows = await self.conn.execute(
             query.order_by(rc.c.next_attempt_at_ms, rc.c.receipt_id).limit(limit)
         )

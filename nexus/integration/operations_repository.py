@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, tuple_
+from sqlalchemy import and_, delete, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
 from nexus.integration import models as m
+from nexus.integration.routing_repository import after_in_router_order
 from nexus.platform.db import db_now_ms
 from nexus.platform.workqueue import operate
 
@@ -321,13 +322,7 @@ class OperationsRepository:
             rc.c.received_at_ms < before_ms,
         )
         if cursor is not None:
-            at, receipt_id = cursor
-            query = query.where(
-                or_(
-                    rc.c.next_attempt_at_ms > at,
-                    and_(rc.c.next_attempt_at_ms == at, rc.c.receipt_id > receipt_id),
-                )
-            )
+            query = query.where(after_in_router_order(cursor))
         rows = await self.conn.execute(
             query.order_by(rc.c.next_attempt_at_ms, rc.c.receipt_id).limit(limit)
         )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, literal, select, update
+from sqlalchemy import and_, bindparam, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.integration import models as m
@@ -48,6 +48,17 @@ async def receipt_orgs(conn: AsyncConnection) -> list[str]:
     """The orgs that have (or had) routes: receipts are claimed per org, along the index."""
     rows = await conn.execute(select(m.route.c.org_id).distinct())
     return sorted(str(r[0]) for r in rows)
+
+
+def after_in_router_order(cursor: tuple[int, str]) -> Any:
+    """Receipts after `cursor` in the router index's order `(next_attempt_at_ms, receipt_id)`:
+    the keyset condition of a page that continues where the previous one stopped."""
+    at, receipt_id = cursor
+    t = m.ingress_receipt
+    return or_(
+        t.c.next_attempt_at_ms > at,
+        and_(t.c.next_attempt_at_ms == at, t.c.receipt_id > receipt_id),
+    )
 
 
 def _claimable() -> Any:
