@@ -239,11 +239,12 @@ def test_works_in_a_narrow_window(browser: Browser, stack: Stack) -> None:
         page.context.close()
 
 
-def _account(stack: Stack, name: str) -> str:
+def _account(stack: Stack, name: str, *, token: str | None = None, **fields: str) -> str:
+    """An Account created through the API (as rep1 unless `token` says whom); its id."""
     reply = httpx.post(
         f"{stack.https}/services/data/v59.0/sobjects/Account",
-        json={"Name": name},
-        headers={"Authorization": f"Bearer {stack.tokens['rep1']}"},
+        json={"Name": name, **fields},
+        headers={"Authorization": f"Bearer {token or stack.tokens['rep1']}"},
         verify=stack.tls(),
         timeout=10,
     )
@@ -280,18 +281,10 @@ def test_an_edit_the_api_refuses_shows_a_clear_message(browser: Browser, stack: 
     )
     assert created.status_code == 201, created.text
     user_id = created.json()["userId"]
-    token = stack.token(username, PASSWORD)
-    reply = httpx.post(
-        f"{stack.https}/services/data/v59.0/sobjects/Account",
-        json={"Name": "Soon Read Only Co"},
-        headers={"Authorization": f"Bearer {token}"},
-        verify=stack.tls(),
-        timeout=10,
-    )
-    assert reply.status_code == 201, reply.text
+    account_id = _account(stack, "Soon Read Only Co", token=stack.token(username, PASSWORD))
     page = _page(browser)
     try:
-        sign_in(page, stack, f"/r/Account/{reply.json()['id']}", username, PASSWORD)
+        sign_in(page, stack, f"/r/Account/{account_id}", username, PASSWORD)
         expect(page.get_by_role("heading", name="Soon Read Only Co")).to_be_visible()
         page.get_by_role("button", name="Edit").click()
         dialog = page.get_by_role("dialog", name="Edit Soon Read Only Co")
@@ -331,14 +324,7 @@ def test_filter_accounts_by_a_picklist_value_then_remove_the_chip(
     energy, media = f"Aaa Picklist Energy {stamp}", f"Aaa Picklist Media {stamp}"
     token = stack.token("rep1", PASSWORD)  # the module's rep1 session may be signed out by now
     for name, industry in ((energy, "Energy"), (media, "Media")):
-        reply = httpx.post(
-            f"{stack.https}/services/data/v59.0/sobjects/Account",
-            json={"Name": name, "Industry": industry},
-            headers={"Authorization": f"Bearer {token}"},
-            verify=stack.tls(),
-            timeout=10,
-        )
-        assert reply.status_code == 201, reply.text
+        _account(stack, name, token=token, Industry=industry)
     page = _page(browser)
     try:
         sign_in(page, stack, "/o/Account", "rep1", PASSWORD)
