@@ -90,9 +90,13 @@ def running_stack(
     if backend is not None and backend.name == "mariadb":
         env.update(backend.env())
     started = time.monotonic()
-    with subprocess.Popen(
-        [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    ) as proc:
+    errors = tmp_path / "up.stderr"
+    with (
+        errors.open("w") as stderr,
+        subprocess.Popen(
+            [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+        ) as proc,
+    ):
         watchdog = threading.Timer(START_LIMIT_SECONDS, proc.kill)
         watchdog.start()
         try:
@@ -107,7 +111,8 @@ def running_stack(
             last = lines[-1] if lines else ""
             assert "is ready at" in last, f"nexus up did not become ready: {lines!r}"
             # the built-in sfcrm App is installed before the stack says it is ready
-            assert any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines), lines
+            installed = any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines)
+            assert installed, f"stderr: {errors.read_text()[-1500:]!r}; stdout: {lines!r}"
             password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
                 line.split("password: ", 1)[1].strip() for line in lines if "password: " in line
             )

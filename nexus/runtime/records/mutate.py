@@ -531,6 +531,7 @@ async def _load_for_change(
     ctx: _Context, obj: ObjectDef, members: list[_Work], mode: str
 ) -> dict[str, Any]:
     table = ctx.view.table(obj)
+    await ctx.store.lock(table, (w.record_id or "" for w in members))
     return await ctx.store.rows(
         table,
         (w.record_id or "" for w in members),
@@ -601,8 +602,8 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
                 for w in group
             ]
             changed = await ctx.store.update_rows(table, payload, [*columns, *ctx.audit()])
-            if changed != len(group):
-                await _mark_conflicts(ctx, obj, group, rows)
+            if changed != len(group):  # the rows are locked: someone broke the lock protocol
+                raise RuntimeError(f"{obj.api_name}: {changed} of {len(group)} rows updated")
             for w in group:
                 if not w.failed:
                     old = rows[w.record_id or ""]
@@ -620,18 +621,6 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
                 (w.record_id or "", rows[w.record_id or ""], w.values) for w in live if not w.failed
             ],
         )
-
-
-async def _mark_conflicts(
-    ctx: _Context, obj: ObjectDef, group: list[_Work], before: dict[str, Any]
-) -> None:
-    now = await ctx.store.rows(
-        ctx.view.table(obj), (w.record_id or "" for w in group), columns=["id", "row_version"]
-    )
-    for w in group:
-        row = now.get(w.record_id or "")
-        if row is None or row["row_version"] != before[w.record_id or ""]["row_version"] + 1:
-            w.fail(_err(ErrorCategory.CONFLICT, "the record was changed by someone else"))
 
 
 def _history(ctx: _Context, obj: ObjectDef, w: _Work, old: Any) -> list[dict[str, Any]]:

@@ -385,7 +385,10 @@ async def test_duplicates_and_upsert_by_external_id(world: World) -> None:
     assert duplicate.results[0].errors[0].category == "DUPLICATE_VALUE"
 
 
-async def test_concurrent_updates_with_one_row_version_one_wins(world: World) -> None:
+@pytest.mark.parametrize("round_", range(3))
+async def test_concurrent_updates_with_one_row_version_one_wins(world: World, round_: int) -> None:
+    """Writers that all read version N race: exactly one wins, the others get CONFLICT (a
+    lost update would show as two winners), and the record holds the winner's value."""
     account = await new_account(world)
     version = (await world.read("rep1", account)).row_version
     results = await asyncio.gather(
@@ -396,16 +399,40 @@ async def test_concurrent_updates_with_one_row_version_one_wins(world: World) ->
                     op="update", id=account, row_version=version, fields={"Name": f"Writer {n}"}
                 ),
             )
-            for n in range(2)
+            for n in range(4)
         ),
         return_exceptions=True,
     )
-    outcomes = sorted(
-        "conflict" if isinstance(r, Exception) or not r.results[0].success else "won"
+    won = [
+        n
+        for n, r in enumerate(results)
+        if not isinstance(r, BaseException) and r.results[0].success
+    ]
+    conflicts = [
+        r.results[0].errors[0].category
         for r in results
+        if not isinstance(r, BaseException) and not r.results[0].success
+    ]
+    assert len(won) == 1, results
+    assert conflicts == ["CONFLICT"] * 3, results
+    after = await world.read("rep1", account)
+    assert after.row_version == version + 1
+    assert after.fields["Name"] == f"Writer {won[0]}"
+
+
+async def test_a_delete_and_an_update_of_one_row_version_do_not_both_win(world: World) -> None:
+    account = await new_account(world)
+    version = (await world.read("rep1", account)).row_version
+    update, delete = await asyncio.gather(
+        world.mutate(
+            "rep1", MutateItem(op="update", id=account, row_version=version, fields={"Name": "U"})
+        ),
+        world.mutate("rep1", MutateItem(op="delete", id=account, row_version=version)),
     )
-    assert outcomes == ["conflict", "won"], results
-    assert (await world.read("rep1", account)).row_version == version + 1
+    assert [update.results[0].success, delete.results[0].success].count(True) == 1, (
+        update,
+        delete,
+    )
 
 
 async def test_idempotent_replay_returns_the_original_result(world: World) -> None:
