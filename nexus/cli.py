@@ -841,28 +841,26 @@ def _catalog_run(settings: Settings, job: Callable[[Any], Awaitable[T]]) -> T:
         raise CliError(f"{exc.code}: {exc.message}{hint}", EXIT_FAILURE) from None
 
 
-def _apply_package(settings: Settings, path: Path, *, quiet_if_installed: bool = False) -> int:
-    from nexus.catalog.console import ConsoleError, drive, load_or_report
+def _apply_package(settings: Settings, path: Path) -> int:
+    _catalog_run(settings, lambda ctx: _apply_job(ctx, path))
+    return 0
+
+
+async def _apply_job(ctx: Any, path: Path, *, quiet_if_installed: bool = False) -> None:
+    """Apply the package at `path` and drive the job to its end, printing each state."""
+    from nexus.catalog.console import drive, load_or_report
     from nexus.catalog.errors import AlreadyInstalled
     from nexus.catalog.service import start_apply
 
+    package = load_or_report(path, sys.stderr)
     try:
-        package = load_or_report(path, sys.stderr)
-    except ConsoleError as exc:
-        raise CliError(str(exc), EXIT_FAILURE) from None
-
-    async def job(ctx: Any) -> None:
-        try:
-            org_id, job_id = await start_apply(ctx, package=package)
-        except AlreadyInstalled as exc:
-            if not quiet_if_installed:
-                print(exc.message)
-        else:
-            title = f"apply {package.manifest.app_id} {package.manifest.version}"
-            await drive(ctx, org_id, job_id, sys.stdout, title=title)
-
-    _catalog_run(settings, job)
-    return 0
+        org_id, job_id = await start_apply(ctx, package=package)
+    except AlreadyInstalled as exc:
+        if not quiet_if_installed:
+            print(exc.message)
+    else:
+        title = f"apply {package.manifest.app_id} {package.manifest.version}"
+        await drive(ctx, org_id, job_id, sys.stdout, title=title)
 
 
 def cmd_catalog_validate(args: argparse.Namespace) -> int:
@@ -930,18 +928,44 @@ def cmd_catalog_status(args: argparse.Namespace) -> int:
     return 0
 
 
+#: `nexus up` retries a built-in install this often when Runtime is briefly unavailable
+#: (just started, a transient database error); the job stays journaled in between.
+BUILTIN_INSTALL_ATTEMPTS = 4
+
+
 def _install_builtin_apps(settings: Settings) -> None:
     """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it.
-    Any failure is one line on stderr and the stack keeps running (`nexus catalog ...` can
+    When Runtime is unavailable the journaled job is resumed, a few times; any other
+    failure is one line on stderr and the stack keeps running (`nexus catalog ...` can
     finish the job later)."""
-    from nexus.catalog.service import catalog_status
+    from nexus.catalog.console import finish, printer
+    from nexus.catalog.service import catalog_status, resume
+    from nexus.contracts.errors import NexusError
+
+    async def install(ctx: Any) -> None:
+        for attempt in range(1, BUILTIN_INSTALL_ATTEMPTS + 1):
+            try:
+                if attempt > 1:  # the job the failed attempt journaled
+                    for result in await resume(ctx, progress=printer(sys.stdout)):
+                        finish(result, sys.stdout)
+                status = await catalog_status(ctx.engine)
+                for path in BUILTIN_PACKAGES:
+                    if status.get("installations", {}).get(path.parent.name) != "uninstalled":
+                        await _apply_job(ctx, path, quiet_if_installed=True)
+                return
+            except NexusError as exc:
+                if exc.status < 500 or attempt == BUILTIN_INSTALL_ATTEMPTS:
+                    raise
+                print(
+                    f"nexus: installing the built-in Apps: {exc.code}, trying again "
+                    f"({attempt}/{BUILTIN_INSTALL_ATTEMPTS - 1})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await asyncio.sleep(2 * attempt)
 
     try:
-        status = _catalog_run(settings, lambda ctx: catalog_status(ctx.engine))
-        for path in BUILTIN_PACKAGES:
-            if status.get("installations", {}).get(path.parent.name) == "uninstalled":
-                continue
-            _apply_package(settings, path, quiet_if_installed=True)
+        _catalog_run(settings, install)
     except CliError as exc:
         print(f"nexus: error: installing the built-in Apps: {exc}", file=sys.stderr, flush=True)
     except Exception as exc:  # noqa: BLE001 - the stack must keep running; one line, no URL

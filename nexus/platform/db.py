@@ -12,7 +12,7 @@ through a transaction; writers of one process queue for it in FIFO order first
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import Engine, String, event, insert, text
 from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -259,6 +261,21 @@ def describe_backend(engine: AsyncEngine) -> str:
 def insert_ignore(table: Any, dialect: str) -> Any:
     """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
     return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
+
+
+def upsert(
+    table: Any, dialect: str, key: list[Any], changes: Callable[[Any], dict[str, Any]]
+) -> Any:
+    """INSERT, or on a duplicate `key` UPDATE with `changes(incoming)` (`incoming` names
+    the row the INSERT would have written: SQLite's `excluded`, MySQL's `inserted`).
+    One statement that takes the row's exclusive lock: an INSERT IGNORE followed by an
+    UPDATE takes a shared lock first on InnoDB, and two such transactions on one row
+    deadlock when both upgrade."""
+    if dialect == "sqlite":
+        lite = sqlite_insert(table)
+        return lite.on_conflict_do_update(index_elements=key, set_=changes(lite.excluded))
+    my = mysql_insert(table)
+    return my.on_duplicate_key_update(changes(my.inserted))
 
 
 def exact_key(length: int) -> TypeEngine[str]:

@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from typing import Any
+
+from sqlalchemy import case, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from nexus.contracts.catalog import ReplicaAck, ReplicaAcks
 from nexus.contracts.errors import Conflict
-from nexus.platform.db import insert_ignore, read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work, upsert
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 
@@ -33,15 +35,18 @@ async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
     t = m.release_fence
     async with unit_of_work(session_factory(engine)) as session:
         now = await read_db_now_ms(session)
+        newer = t.c.fencing_token < token
+
+        def keep_newest(_incoming: Any) -> dict[str, Any]:
+            return {
+                "fencing_token": case((newer, token), else_=t.c.fencing_token),
+                "updated_at_ms": case((newer, now), else_=t.c.updated_at_ms),
+            }
+
         await session.execute(
-            insert_ignore(t, session.get_bind().dialect.name).values(
+            upsert(t, session.get_bind().dialect.name, [t.c.org_id], keep_newest).values(
                 org_id=org_id, fencing_token=token, prepared_revision=0, updated_at_ms=now
             )
-        )
-        await session.execute(
-            update(t)
-            .where((t.c.org_id == org_id) & (t.c.fencing_token < token))
-            .values(fencing_token=token, updated_at_ms=now)
         )
         newest = await session.scalar(select(t.c.fencing_token).where(t.c.org_id == org_id))
     if newest is not None and int(newest) > token:
@@ -111,7 +116,9 @@ class ReplicaHeartbeat:
         org_id, revision = max(self.acked.items(), key=lambda i: i[1], default=(None, 0))
         values = {"org_id": org_id, "prepared_revision": revision, "seen_at_ms": now}
         dialect = session.get_bind().dialect.name
+        # one statement: the heartbeat and a prepare's `ack` write this row concurrently
         await session.execute(
-            insert_ignore(t, dialect).values(replica_id=self.replica_id, **values)
+            upsert(t, dialect, [t.c.replica_id], lambda _incoming: values).values(
+                replica_id=self.replica_id, **values
+            )
         )
-        await session.execute(update(t).where(t.c.replica_id == self.replica_id).values(**values))

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import bindparam, select, tuple_, update
+from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.usage import (
@@ -18,7 +18,7 @@ from nexus.contracts.usage import (
     UserRequests,
 )
 from nexus.identity.endpoints import WorkloadCall, workload_call
-from nexus.platform.db import insert_ignore, read_db_now_ms, unit_of_work
+from nexus.platform.db import read_db_now_ms, unit_of_work, upsert
 from nexus.runtime.metadata.models import api_usage
 
 router = APIRouter(prefix="/internal/v1/runtime")
@@ -33,21 +33,17 @@ async def record_usage(session: AsyncSession, counts: list[UserRequests]) -> Usa
         merged[(c.org_id, c.user_id)] = merged.get((c.org_id, c.user_id), 0) + c.requests
     if not merged:
         return UsageRecordResponse(day=day, totals=[])
-    rows = [{"org_id": o, "user_id": u, "day": day, "requests": 0} for o, u in merged]
-    await session.execute(insert_ignore(api_usage, session.get_bind().dialect.name), rows)
-    added = [{"o": o, "u": u, "n": n} for (o, u), n in merged.items() if n > 0]
-    if added:
-        await session.execute(
-            update(api_usage)
-            .where(
-                api_usage.c.org_id == bindparam("o"),
-                api_usage.c.user_id == bindparam("u"),
-                api_usage.c.day == day,
-            )
-            .values(requests=api_usage.c.requests + bindparam("n"))
-            .execution_options(synchronize_session=False),
-            added,
-        )
+    rows = [{"org_id": o, "user_id": u, "day": day, "requests": n} for (o, u), n in merged.items()]
+    key = [api_usage.c.org_id, api_usage.c.user_id, api_usage.c.day]
+    await session.execute(
+        upsert(
+            api_usage,
+            session.get_bind().dialect.name,
+            key,
+            lambda incoming: {"requests": api_usage.c.requests + incoming.requests},
+        ),
+        rows,
+    )
     found = await session.execute(
         select(api_usage.c.org_id, api_usage.c.user_id, api_usage.c.requests).where(
             api_usage.c.day == day,

@@ -44,11 +44,9 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.mysql import insert as mysql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.db import db_now_ms, insert_ignore, upsert
 from nexus.platform.workqueue.tables import WorkTables
 
 PENDING = "pending"
@@ -142,18 +140,15 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
 
 def _bump_lanes(lanes: Table, dialect: str) -> Any:
     """Insert each lane row with its sequences taken (`next_seq` = 1 + count), or add the
-    count to an existing row's `next_seq`: one statement for a batch of lanes, taking each
-    row's exclusive lock (never a shared one that a later update would have to upgrade)."""
-    if dialect == "sqlite":
-        lite = sqlite_insert(lanes)
-        return lite.on_conflict_do_update(
-            index_elements=[lanes.c.family, lanes.c.lane_key],
-            set_={"next_seq": lanes.c.next_seq + lite.excluded.next_seq - 1},
-        )
-    my = mysql_insert(lanes)
-    # a literal, not a bound 1: the driver's executemany repeats only the VALUES part
+    count to an existing row's `next_seq`: one statement for a batch of lanes."""
+    # a literal, not a bound 1: MySQL's executemany repeats only the VALUES part
     one: Any = literal_column("1")
-    return my.on_duplicate_key_update(next_seq=lanes.c.next_seq + my.inserted.next_seq - one)
+    return upsert(
+        lanes,
+        dialect,
+        [lanes.c.family, lanes.c.lane_key],
+        lambda incoming: {"next_seq": lanes.c.next_seq + incoming.next_seq - one},
+    )
 
 
 class WorkStore:
