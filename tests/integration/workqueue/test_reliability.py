@@ -214,7 +214,7 @@ async def test_every_item_succeeds_once_and_no_two_holders_ever_run_it_at_once(r
         assert no_overlap(runs), f"{item_id} ran in two holders at once: {runs}"
         assert [e["ended"] for e in runs].count("ok") == 1, runs
         assert run.effects[item_id] == [row["lease_token"]]  # one effect, by the final holder
-        assert row["reclaims"] == 0
+        assert row["reclaims"] == 0, (item_id, runs, run.warnings)
     free = run.family("free")
     assert {free[i]["attempt"] for i in free if i in run.failing} == {2}
     assert {free[i]["attempt"] for i in free if i not in run.failing} == {1}
