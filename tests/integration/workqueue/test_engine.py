@@ -437,3 +437,47 @@ async def claim_in_own_transaction(
 ) -> list[Claimed]:
     async with queue.engine.begin() as conn:
         return await store.claim(conn, family, "default", epoch, limit)
+
+
+@pytest.mark.parametrize("linger_ms", [0, 150])
+async def test_a_trickle_is_claimed_in_rounds_no_more_often_than_the_linger(
+    queue: Queue, linger_ms: int
+) -> None:
+    """40 items enqueued one per 15 ms, each followed by a wake (as a doorbell does): with no
+    linger every wake is a round of about one item; with 150 ms rounds start at most every
+    150 ms, so the ~0.6 s trickle is claimed in a handful of larger rounds."""
+    family = queue.family()
+    rounds: list[float] = []
+
+    async def handler(item: Claimed) -> None:
+        pass
+
+    worker = Worker(
+        queue.engine, queue.store(), handler, fast(idle_poll_ms=5000, linger_ms=linger_ms)
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await queue.enqueue([NewItem(family, "default", "{}")])  # the queue exists
+        worker.wake()
+        async with asyncio.timeout(60):
+            while not await all_final(queue, family, 1):  # noqa: ASYNC110 - the database decides
+                await asyncio.sleep(0.02)
+        before = worker.stats.claims
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for _ in range(40):
+            await queue.enqueue([NewItem(family, "default", "{}")])
+            worker.wake()
+            await asyncio.sleep(0.015)
+        async with asyncio.timeout(60):
+            while not await all_final(queue, family, 41):  # noqa: ASYNC110 - the database decides
+                await asyncio.sleep(0.02)
+        elapsed = loop.time() - started
+        rounds.append(worker.stats.claims - before)
+    finally:
+        worker.stop()
+        await task
+    if linger_ms:
+        assert rounds[0] <= elapsed / (linger_ms / 1000) + 2, (rounds, elapsed)
+    else:
+        assert rounds[0] >= 20, rounds  # a round per wake, near enough
