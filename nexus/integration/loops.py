@@ -39,7 +39,6 @@ class IntegrationLoops:
             lease_ms=cfg.integration_router_lease_ms,
             max_attempts=cfg.integration_router_max_attempts,
             idle_poll_ms=cfg.integration_router_idle_poll_ms,
-            linger_ms=cfg.integration_router_linger_ms,
             work_max_attempts=cfg.integration_executor_max_attempts,
         )
         self.routers = [
@@ -68,7 +67,6 @@ class IntegrationLoops:
                 concurrency=concurrency,
                 batch=cfg.integration_executor_batch,
                 idle_poll_ms=cfg.integration_executor_idle_poll_ms,
-                linger_ms=cfg.integration_executor_linger_ms,
                 backoff_base_ms=cfg.integration_executor_backoff_base_ms,
                 backoff_cap_ms=cfg.integration_executor_backoff_cap_ms,
                 drain_timeout_s=self.grace_seconds,

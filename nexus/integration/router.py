@@ -215,9 +215,6 @@ class RouterSettings:
     lease_ms: int = 30_000
     max_attempts: int = 8
     idle_poll_ms: int = 200
-    #: The next step after one that was not full starts no sooner than this after it
-    #: (`WorkerSettings.linger_ms`).
-    linger_ms: float = 0.0
     backoff_base_ms: int = 1_000
     backoff_cap_ms: int = 300_000
     work_max_attempts: int = 10  # for the work queues the router creates
@@ -300,14 +297,8 @@ class ReceiptRouter:
 
     async def run(self) -> None:
         """Route until `stop()`; a batch in progress finishes (or its leases expire)."""
-        next_step = 0.0  # when a step may start (linger after a step that was not full)
         while not self._stopping.is_set():
-            if (pause := next_step - time.monotonic()) > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(pause):
-                        await self._stopping.wait()
             self._wake.clear()
-            started = time.monotonic()
             try:
                 handled = await self.step()
             except Exception as exc:  # noqa: BLE001 - the database is down or busy: back off
@@ -315,8 +306,6 @@ class ReceiptRouter:
                 log.warning("router.step_failed", error_type=type(exc).__name__)
                 await self._sleep(1.0)
                 continue
-            full = handled >= self.settings.batch
-            next_step = 0.0 if full else started + self.settings.linger_ms / 1000
             if handled == 0:
                 await self._sleep(self.settings.idle_poll_ms / 1000)
 

@@ -211,10 +211,6 @@ class IntegrationSettings(BaseSettings):
     #: Router tasks per process, and how often an idle one looks (ingress wakes it at once).
     integration_router_concurrency: Annotated[int, Field(ge=1, le=16)] = 1
     integration_router_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 200
-    #: Routers, executor and the inbox start a round that follows a not-full one no sooner
-    #: than this after it: continuous traffic is handled in fewer, larger transactions.
-    integration_router_linger_ms: Annotated[float, Field(ge=0, le=1000)] = 0.0
-    integration_executor_linger_ms: Annotated[float, Field(ge=0, le=1000)] = 0.0
     #: Executor: commands in flight per process (coalesced into AcceptCommand batches of at
     #: most this many; 32 -> 256 took a 500/s end-to-end run from 172 to 246 records/s,
     #: bench/RESULTS.md), and items claimed per batch.
@@ -267,7 +263,6 @@ class InboxSettings(BaseSettings):
     #: How often an idle inbox looks for commands. runtime-api rings runtime-worker's
     #: doorbell after each accept (docs/adr/0032), so this only bounds a lost bell's delay.
     inbox_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
-    inbox_linger_ms: Annotated[float, Field(ge=0, le=1000)] = 0.0
     #: Finished inbox and outbox items, the inbox's message-key dedupe rows and records'
     #: idempotency keys older than this are pruned by runtime-worker (dead items are kept);
     #: a message redelivered after this long is no longer recognised as a duplicate.

@@ -93,10 +93,6 @@ class WorkerSettings:
     claim_latency_target_ms: float = 250.0
     queue_refresh_ms: int = 1_000
     drain_timeout_s: float = 10.0
-    #: A round that claimed less than a full batch is followed by the next one no sooner
-    #: than this after it started (a wake does not cut the pause short): work arriving
-    #: continuously is claimed in fewer, larger rounds instead of one round per wake.
-    linger_ms: float = 0.0
 
 
 @dataclass
@@ -225,17 +221,13 @@ class Worker:
     # ------------------------------------------------------------------ poller
     async def _poll_loop(self) -> None:
         settings = self.settings
-        next_round = 0.0  # when a round may start (linger after a round that was not full)
         while not self._stopping.is_set():
             free = settings.concurrency - len(self._live)
             if free <= 0:
                 self._slots.clear()
                 await self._slots.wait()
                 continue
-            if (pause := next_round - time.monotonic()) > 0:
-                await self._sleep(pause)
             self._wakeup.clear()
-            started = time.monotonic()
             try:
                 await self._refresh_queues()
                 await self._sweep()
@@ -245,8 +237,6 @@ class Worker:
                 log.warning("work.poll_failed", error=type(exc).__name__)
                 claimed = 0
                 await self._sleep(1.0)
-            full = claimed >= min(free, self.stats.batch)
-            next_round = 0.0 if full else started + settings.linger_ms / 1000
             if claimed == 0:  # until the next poll, a wake, or a lane moving here
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), settings.idle_poll_ms / 1000)

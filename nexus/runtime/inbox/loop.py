@@ -48,7 +48,6 @@ class InboxLoop:
             concurrency=cfg.inbox_concurrency,
             batch=cfg.inbox_concurrency,
             idle_poll_ms=cfg.inbox_idle_poll_ms,
-            linger_ms=cfg.inbox_linger_ms,
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
         self.state = "starting"
