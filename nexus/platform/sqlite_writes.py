@@ -27,10 +27,10 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +43,53 @@ _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.L
 )
 _files: dict[str, _FileLock] = {}
 _files_mutex = threading.Lock()
+
+
+class _Waiters:
+    """Daemon threads where a process waits for another process's turn to end. Not a
+    `ThreadPoolExecutor`: the interpreter joins those at exit, so a role told to stop while
+    another process held the turn could not exit until that process let go."""
+
+    def __init__(self, size: int) -> None:
+        self._requests: queue.SimpleQueue[tuple[Callable[[], bool], Callable[..., Any]]] = (
+            queue.SimpleQueue()
+        )
+        for n in range(size):
+            threading.Thread(target=self._serve, name=f"sqlite-turn-{n}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            function, answer = self._requests.get()
+            try:
+                result: Any = function()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
+                answer(None, exc)
+            else:
+                answer(result, None)
+
+    def run(self, function: Callable[[], bool]) -> asyncio.Future[bool]:
+        """`function()` on a waiter thread; its result as a future of the running loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        def answer(result: Any, error: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(settle, result, error)
+
+        self._requests.put((function, answer))
+        return future
+
+
 #: Where a process waits for another process's turn to end (one waiter per loop and file).
-_waiters = ThreadPoolExecutor(4, thread_name_prefix="sqlite-turn")
+_waiters = _Waiters(4)
 
 
 def _lock(database: str) -> asyncio.Lock | None:
@@ -85,7 +130,7 @@ class _FileLock:
         if self.try_acquire():
             return True
         wait = _Wait()
-        future = asyncio.get_running_loop().run_in_executor(_waiters, self._block, wait)
+        future = _waiters.run(lambda: self._block(wait))
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:

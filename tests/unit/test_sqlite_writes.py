@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from nexus.platform.sqlite_writes import _FileLock
 
 pytestmark = pytest.mark.asyncio
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_a_waiter_gets_the_lock_the_moment_the_holder_lets_go(tmp_path: Path) -> None:
@@ -55,3 +58,33 @@ async def test_a_cancelled_wait_never_holds_the_lock(tmp_path: Path) -> None:
     await asyncio.sleep(0.1)
     assert third.try_acquire()
     third.release()
+
+
+async def test_a_process_waiting_for_the_turn_still_exits_when_told_to(tmp_path: Path) -> None:
+    """A role stopped while another process holds the write turn exits at once; its waiter
+    thread (blocked in the kernel) does not keep the interpreter alive."""
+    path = str(tmp_path / "db-writers.lock")
+    holder = _FileLock(path)
+    assert holder.try_acquire()
+    script = (
+        "import asyncio\n"
+        "from nexus.platform.sqlite_writes import _FileLock\n"
+        "async def main():\n"
+        f"    waiting = asyncio.create_task(_FileLock({path!r}).acquire(60.0))\n"
+        "    await asyncio.sleep(0.3)\n"
+        "    print('waiting' if not waiting.done() else 'got it', flush=True)\n"
+        "asyncio.run(main())\n"
+    )
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    finally:
+        holder.release()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "waiting"
