@@ -264,16 +264,21 @@ def insert_ignore(table: Any, dialect: str) -> Any:
 
 
 def upsert(
-    table: Any, dialect: str, key: list[Any], changes: Callable[[Any], dict[str, Any]]
+    table: Any,
+    dialect: str,
+    key: list[Any],
+    changes: Callable[[Any], dict[str, Any] | list[tuple[str, Any]]],
 ) -> Any:
     """INSERT, or on a duplicate `key` UPDATE with `changes(incoming)` (`incoming` names
     the row the INSERT would have written: SQLite's `excluded`, MySQL's `inserted`).
     One statement that takes the row's exclusive lock: an INSERT IGNORE followed by an
     UPDATE takes a shared lock first on InnoDB, and two such transactions on one row
-    deadlock when both upgrade."""
+    deadlock when both upgrade. MySQL applies the assignments left to right, each seeing
+    the ones before it (SQLite: all see the old row); when that matters, give `changes` as
+    a list of (column, value) pairs in the order to apply."""
     if dialect == "sqlite":
         lite = sqlite_insert(table)
-        return lite.on_conflict_do_update(index_elements=key, set_=changes(lite.excluded))
+        return lite.on_conflict_do_update(index_elements=key, set_=dict(changes(lite.excluded)))
     my = mysql_insert(table)
     return my.on_duplicate_key_update(changes(my.inserted))
 

@@ -37,11 +37,13 @@ async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
         now = await read_db_now_ms(session)
         newer = t.c.fencing_token < token
 
-        def keep_newest(_incoming: Any) -> dict[str, Any]:
-            return {
-                "fencing_token": case((newer, token), else_=t.c.fencing_token),
-                "updated_at_ms": case((newer, now), else_=t.c.updated_at_ms),
-            }
+        def keep_newest(_incoming: Any) -> list[tuple[str, Any]]:
+            # the time first: on MySQL a CASE after the token's own assignment would see
+            # the new token and never move the time
+            return [
+                ("updated_at_ms", case((newer, now), else_=t.c.updated_at_ms)),
+                ("fencing_token", case((newer, token), else_=t.c.fencing_token)),
+            ]
 
         await session.execute(
             upsert(t, session.get_bind().dialect.name, [t.c.org_id], keep_newest).values(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from nexus.platform.db import reading
 from nexus.runtime.metadata import models as m
@@ -58,3 +58,24 @@ async def test_racing_fences_keep_the_newest_token(db: RuntimeDb) -> None:
     assert newest == 12
     with pytest.raises(StaleFencingToken):
         await check_fence(db.engine, org_id=org, token=11)
+
+
+async def test_a_newer_token_moves_the_fence_time_and_an_older_one_does_not(
+    db: RuntimeDb,
+) -> None:
+    org, t = "00D0000000000F2AAA", m.release_fence
+    await check_fence(db.engine, org_id=org, token=1)
+
+    async def stamp() -> int:
+        async with reading(db.engine) as conn:
+            return int(await conn.scalar(select(t.c.updated_at_ms).where(t.c.org_id == org)))
+
+    async with db.engine.begin() as conn:
+        await conn.execute(update(t).where(t.c.org_id == org).values(updated_at_ms=0))
+    await check_fence(db.engine, org_id=org, token=2)
+    assert await stamp() > 0
+    async with db.engine.begin() as conn:
+        await conn.execute(update(t).where(t.c.org_id == org).values(updated_at_ms=0))
+    with pytest.raises(StaleFencingToken):
+        await check_fence(db.engine, org_id=org, token=1)
+    assert await stamp() == 0
