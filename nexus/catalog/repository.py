@@ -10,7 +10,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.catalog import models as m
-from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.db import db_now_ms, insert_ignore, upsert
 
 
 class CatalogRepository:
@@ -286,15 +286,11 @@ class CatalogRepository:
             "state": state,
             "catalog_revision": revision,
         }
-        result = await self.session.execute(
-            update(i).where(i.c.org_id == org_id, i.c.app_id == app_id).values(**values)
-        )
-        if result.rowcount == 0:  # type: ignore[attr-defined]  # CursorResult
-            await self.session.execute(
-                insert(i).values(
-                    org_id=org_id, app_id=app_id, installation_id=installation_id, **values
-                )
+        await self.session.execute(
+            upsert(i, self._dialect, [i.c.org_id, i.c.app_id], lambda _incoming: values).values(
+                org_id=org_id, app_id=app_id, installation_id=installation_id, **values
             )
+        )
 
     # ------------------------------------------------------------------ ownership
 
