@@ -45,7 +45,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     cfg = settings.integration
     url = settings.database_url(LogicalService.INTEGRATION)
 
-    def engine(purpose: str, pool_size: int) -> AsyncEngine:
+    def engine(purpose: str, pool_size: int, *, on_loop: bool = False) -> AsyncEngine:
         return create_engine(
             url,
             application_name=f"nexus-integration-{purpose}",
@@ -53,6 +53,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
             idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+            sqlite_on_loop=on_loop,
         )
 
     def receipt_store(ingress_engine: AsyncEngine) -> ReceiptStore:
@@ -71,7 +72,8 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     @asynccontextmanager
     async def on_start(app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
         ingress_engine = engine("ingress", cfg.ingress_pool_size)
-        loops_engine = engine("loops", cfg.loops_pool_size)
+        # router and executor statements are short and indexed: on the loop (ADR 0049)
+        loops_engine = engine("loops", cfg.loops_pool_size, on_loop=True)
         writer = ReceiptWriter(
             receipt_store(ingress_engine),
             max_rows=cfg.ingress_batch_max_rows,

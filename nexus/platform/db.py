@@ -34,7 +34,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.types import BigInteger, TypeEngine
 
-from nexus.platform import sqlite_writes
+from nexus.platform import sqlite_on_loop, sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
@@ -76,11 +76,15 @@ def create_engine(
     connect_timeout_seconds: float = 5.0,
     sqlite_busy_timeout_ms: int = 5000,
     idle_write_transaction_timeout_seconds: int = 60,
+    sqlite_on_loop: bool = False,
 ) -> AsyncEngine:
-    """An engine for one logical service, labelled with the process's role."""
+    """An engine for one logical service, labelled with the process's role.
+
+    `sqlite_on_loop`: on SQLite, run each call on the event loop's thread instead of
+    aiosqlite's (`sqlite_on_loop`); for engines whose statements are all short."""
     parsed = parse_database_url(url)
     if parsed.drivername.startswith("sqlite"):
-        return _sqlite_engine(url, parsed.database or "", sqlite_busy_timeout_ms)
+        return _sqlite_engine(url, parsed.database or "", sqlite_busy_timeout_ms, sqlite_on_loop)
     engine = create_async_engine(
         url,
         pool_size=pool_size,
@@ -115,10 +119,11 @@ def _bound_idle_write_transactions(engine: Engine, seconds: int) -> None:
             cursor.close()
 
 
-def _sqlite_engine(url: str, database: str, busy_timeout_ms: int) -> AsyncEngine:
+def _sqlite_engine(url: str, database: str, busy_timeout_ms: int, on_loop: bool) -> AsyncEngine:
     if database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000})
+    driver: dict[str, Any] = {"module": sqlite_on_loop.dbapi()} if on_loop else {}
+    engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000}, **driver)
     gate = _write_gate(database) if database != ":memory:" else f"memory:{id(engine)}"
     _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate)
     return engine

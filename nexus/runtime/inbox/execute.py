@@ -38,6 +38,10 @@ from nexus.runtime.metadata.view import MetadataCache
 log = get_logger(__name__)
 #: Commands executed in one transaction at most (mutate takes up to 200 items).
 GROUP_MAX = 64
+#: `NEXUS_FAILPOINT` value (tests): each group waits this long, its commands held, before it
+#: runs, so a signal sent "mid-run" lands while commands are held however fast groups are.
+FAILPOINT_SLOW_GROUPS = "inbox.slow_groups"
+SLOW_GROUP_SECONDS = 0.1
 
 GROUP_COMMANDS = Histogram(
     "nexus_inbox_group_commands",
@@ -70,10 +74,15 @@ class CommandExecutor:
     items inside the group's transaction); `close()` once the Worker has stopped."""
 
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], *, group_max: int = GROUP_MAX
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        group_max: int = GROUP_MAX,
+        failpoint: str | None = None,
     ) -> None:
         self.sessions = sessions
         self.group_max = group_max
+        self.pause_s = SLOW_GROUP_SECONDS if failpoint == FAILPOINT_SLOW_GROUPS else 0.0
         self.turns = WriteTurns(sessions)
         self.metadata = MetadataCache()
         self.access = AccessCache()
@@ -139,6 +148,8 @@ class CommandExecutor:
         return [waiting for waiting in group if not waiting.future.done()]
 
     async def _execute(self, worker: Worker, group: list[_Waiting]) -> None:
+        if self.pause_s:
+            await asyncio.sleep(self.pause_s)
         commands = [waiting.command for waiting in group]
         try:
             async with self.turns.turn(), unit_of_work(self.sessions) as session:

@@ -50,6 +50,7 @@ class InboxLoop:
             idle_poll_ms=cfg.inbox_idle_poll_ms,
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
+        self.failpoint = settings.core.failpoint
         self.state = "starting"
         self.worker: Worker | None = None
         self.engine: AsyncEngine | None = None
@@ -73,6 +74,7 @@ class InboxLoop:
             connect_timeout_seconds=self.db.db_connect_timeout_seconds,
             idle_write_transaction_timeout_seconds=self.db.db_idle_write_transaction_timeout_seconds,
             sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
+            sqlite_on_loop=True,  # claims, completions and record writes: short statements
         )
         self._task = asyncio.create_task(self._run(self.engine), name="inbox-loop")
 
@@ -107,7 +109,7 @@ class InboxLoop:
                     await set_queue_policy(
                         conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy
                     )
-                executor = CommandExecutor(session_factory(engine))
+                executor = CommandExecutor(session_factory(engine), failpoint=self.failpoint)
                 worker = Worker(engine, self.store, executor, self.worker_settings)
                 executor.worker = self.worker = worker
                 if self._stop.is_set():

@@ -21,7 +21,7 @@ from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
 from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.inbox.accept import CommandInbox
-from nexus.runtime.inbox.execute import CommandExecutor
+from nexus.runtime.inbox.execute import FAILPOINT_SLOW_GROUPS, CommandExecutor
 from nexus.runtime.inbox.queue import InboxItem, inbox_store
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata import models as m
@@ -181,8 +181,9 @@ async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_on
     ids = await accept_all(db, bodies)
     total = len(ids)
     env = {"NEXUS_INBOX_LEASE_MS": str(LEASE_MS), "NEXUS_SHUTDOWN_GRACE_SECONDS": "5"}
+    slow = {**env, "NEXUS_FAILPOINT": FAILPOINT_SLOW_GROUPS}  # the signals land mid-run
 
-    drained = start_worker(db, tmp_path / "drained.log", **env)
+    drained = start_worker(db, tmp_path / "drained.log", **slow)
     try:
         await wait_until(db, ids, at_least=total // 6)
     finally:
@@ -190,9 +191,11 @@ async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_on
     assert code == 0
     assert await count_in(db, ids, "processing") == 0  # finished or released, none left held
 
-    killed = start_worker(db, tmp_path / "killed.log", **env)
+    done = await count_in(db, ids, "succeeded")
+    assert done < total, "the drained worker ran every command: nothing left to kill mid-run"
+    killed = start_worker(db, tmp_path / "killed.log", **slow)
     try:
-        await wait_until(db, ids, at_least=total // 2)
+        await wait_until(db, ids, at_least=done + 1)
         await freeze_while_holding(db, killed, ids)
     finally:
         stop_worker(killed, signal.SIGKILL)
@@ -241,9 +244,10 @@ async def test_sigkill_mid_group_applies_none_of_it_and_it_is_retried_once(
         "NEXUS_SHUTDOWN_GRACE_SECONDS": "5",
         "NEXUS_INBOX_CONCURRENCY": "64",
     }
-    killed = start_worker(db, tmp_path / "killed.log", **env)
+    # its groups wait, held, before they run: long enough to be frozen holding one
+    killed = start_worker(db, tmp_path / "killed.log", NEXUS_FAILPOINT=FAILPOINT_SLOW_GROUPS, **env)
     try:
-        await wait_until(db, ids, at_least=records // 2)
+        await wait_until(db, ids, at_least=1)
         await freeze_while_holding(db, killed, ids, at_least=2)
     finally:
         stop_worker(killed, signal.SIGKILL)
