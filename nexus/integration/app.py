@@ -27,13 +27,12 @@ from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
 from nexus.platform.db import (
-    create_engine,
     create_sqlite_thread_engine,
     is_sqlite_file,
     sqlite_write_gate,
 )
 from nexus.platform.secrets import workload_signer
-from nexus.platform.service_app import ServiceState, create_service_app
+from nexus.platform.service_app import ServiceState, create_service_app, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
 
@@ -46,13 +45,11 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     url = settings.database_url(LogicalService.INTEGRATION)
 
     def engine(purpose: str, pool_size: int, *, on_loop: bool = False) -> AsyncEngine:
-        return create_engine(
-            url,
-            application_name=f"nexus-integration-{purpose}",
+        return role_engine(
+            settings,
+            LogicalService.INTEGRATION,
+            name=f"nexus-integration-{purpose}",
             pool_size=pool_size,
-            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-            idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
-            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
             sqlite_on_loop=on_loop,
         )
 

@@ -20,6 +20,27 @@ from nexus.platform.settings import Settings
 READINESS_TIMEOUT_SECONDS = 2.0
 
 
+def role_engine(
+    settings: Settings,
+    service: LogicalService,
+    *,
+    name: str,
+    pool_size: int,
+    sqlite_on_loop: bool = False,
+) -> AsyncEngine:
+    """An engine on `service`'s database with the process's database settings, labelled
+    `name` (the connection's application name). `sqlite_on_loop`: see `db.create_engine`."""
+    return create_engine(
+        settings.database_url(service),
+        application_name=name,
+        pool_size=pool_size,
+        connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
+        idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
+        sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        sqlite_on_loop=sqlite_on_loop,
+    )
+
+
 class ServiceState:
     """What a database-owning role holds for its lifetime (in `app.state.service`)."""
 
@@ -47,13 +68,8 @@ def create_service_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = create_engine(
-            settings.database_url(service),
-            application_name=f"nexus-{role.value}",
-            pool_size=settings.db.db_pool_size,
-            connect_timeout_seconds=settings.db.db_connect_timeout_seconds,
-            idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
-            sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
+        engine = role_engine(
+            settings, service, name=f"nexus-{role.value}", pool_size=settings.db.db_pool_size
         )
         app.state.service = holder["state"] = ServiceState(engine)
         try:

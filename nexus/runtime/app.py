@@ -12,11 +12,12 @@ from fastapi import FastAPI
 from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
+from nexus.platform.db import session_factory
 from nexus.platform.doorbell import Doorbell, listening
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every, unless_cancelled
-from nexus.platform.service_app import ServiceState, create_service_app
+from nexus.platform.service_app import ServiceState, create_service_app, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.admin_endpoints import router as admin_router
@@ -39,6 +40,8 @@ from nexus.runtime.usage import router as usage_router
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0
+#: Connections of AcceptCommand's own engine (batches from Integration's executors).
+ACCEPT_POOL_SIZE = 4
 API_CAPABILITIES = (
     "ops.v1",
     "identity.oauth2.v1",
@@ -61,9 +64,18 @@ def _api_lifespan(
         async with identity(app, state):
             app.state.runtime = RuntimeState()
             bell = Doorbell(settings.upstream_url("runtime-worker"))  # accepted: look now
+            # AcceptCommand's statements are short and indexed: its own engine, on the loop
+            # on SQLite (ADR 0049); SOQL and the UI keep the role's engine
+            accept_engine = role_engine(
+                settings,
+                LogicalService.RUNTIME,
+                name="nexus-runtime-api-accept",
+                pool_size=ACCEPT_POOL_SIZE,
+                sqlite_on_loop=True,
+            )
             app.state.inbox = CommandInbox(
                 inbox_store(),
-                state.sessions,
+                session_factory(accept_engine),
                 max_body_bytes=settings.inbox.command_max_body_bytes,
                 failpoint=settings.core.failpoint,
                 on_accepted=lambda: bell.ring(INBOX_BELL),
@@ -90,6 +102,7 @@ def _api_lifespan(
                 with suppress(asyncio.CancelledError):
                     await resumer
                 bell.close()
+                await accept_engine.dispose()
 
     return start
 

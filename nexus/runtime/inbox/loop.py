@@ -19,11 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, session_factory
+from nexus.platform.db import session_factory
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
-from nexus.platform.service_app import ServiceState
+from nexus.platform.service_app import ServiceState, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from nexus.runtime.inbox.execute import CommandExecutor
@@ -40,8 +40,7 @@ POOL_SIZE = 5
 class InboxLoop:
     def __init__(self, settings: Settings) -> None:
         cfg = settings.inbox
-        self.url = settings.database_url(LogicalService.RUNTIME)
-        self.db = settings.db
+        self.settings = settings
         self.store = inbox_store(lease_ms=cfg.inbox_lease_ms)
         self.policy = inbox_policy(cfg.inbox_max_attempts)
         self.worker_settings = WorkerSettings(
@@ -67,13 +66,11 @@ class InboxLoop:
             await self.stop()
 
     async def start(self) -> None:
-        self.engine = create_engine(
-            self.url,
-            application_name="nexus-runtime-worker-inbox",
+        self.engine = role_engine(
+            self.settings,
+            LogicalService.RUNTIME,
+            name="nexus-runtime-worker-inbox",
             pool_size=POOL_SIZE,
-            connect_timeout_seconds=self.db.db_connect_timeout_seconds,
-            idle_write_transaction_timeout_seconds=self.db.db_idle_write_transaction_timeout_seconds,
-            sqlite_busy_timeout_ms=self.db.sqlite_busy_timeout_ms,
             sqlite_on_loop=True,  # claims, completions and record writes: short statements
         )
         self._task = asyncio.create_task(self._run(self.engine), name="inbox-loop")
