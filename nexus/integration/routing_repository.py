@@ -66,16 +66,36 @@ def _claimable() -> Any:
     return (t.c.router_status == RECEIVED) & (t.c.next_attempt_at_ms <= db_now_ms())
 
 
+# The router's per-round statements are built once (bound parameters, expanding IN lists):
+# building a statement and its cache key costs more CPU than running it on SQLite.
+_ri = m.ingress_receipt
+_DUE = (
+    select(_ri.c.receipt_id)
+    .where(_ri.c.org_id == bindparam("org"), _claimable())
+    .order_by(_ri.c.next_attempt_at_ms, _ri.c.receipt_id)
+    .limit(bindparam("limit"))
+)
+_IN_BATCH = (_ri.c.org_id == bindparam("org")) & _ri.c.receipt_id.in_(
+    bindparam("ids", expanding=True)
+)
+_HELD = _IN_BATCH & (_ri.c.lease_token == bindparam("token")) & (_ri.c.router_status == RECEIVED)
+_CLAIM = (
+    update(_ri)
+    .where(_IN_BATCH, _claimable())
+    .values(
+        lease_token=bindparam("token"),
+        lease_owner=bindparam("owner"),
+        lease_until_ms=db_now_ms() + bindparam("lease_ms"),
+        next_attempt_at_ms=db_now_ms() + bindparam("lease_ms"),
+        router_attempts=_ri.c.router_attempts + 1,
+    )
+)
+
+
 async def due_receipts(conn: AsyncConnection, *, org_id: str, limit: int) -> list[str]:
     """Up to `limit` claimable receipt ids, oldest due first (a read: on SQLite an idle poll
     never takes the write lock)."""
-    t = m.ingress_receipt
-    rows = await conn.execute(
-        select(t.c.receipt_id)
-        .where(t.c.org_id == org_id, _claimable())
-        .order_by(t.c.next_attempt_at_ms, t.c.receipt_id)
-        .limit(limit)
-    )
+    rows = await conn.execute(_DUE, {"org": org_id, "limit": limit})
     return [r[0] for r in rows]
 
 
@@ -90,24 +110,9 @@ async def claim_receipts(
 ) -> list[ClaimedReceipt]:
     """Claim those of `ids` that are still claimable under `token` (one UPDATE, CAS on the
     claimable predicate); returns the winners' rows, oldest first."""
-    t = m.ingress_receipt
-    now = db_now_ms()
-    await conn.execute(
-        update(t)
-        .where(t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), _claimable())
-        .values(
-            lease_token=token,
-            lease_owner=owner[:128],
-            lease_until_ms=now + lease_ms,
-            next_attempt_at_ms=now + lease_ms,
-            router_attempts=t.c.router_attempts + 1,
-        )
-    )
-    rows = await conn.execute(
-        select(*RECEIPT_READ).where(
-            t.c.org_id == org_id, t.c.receipt_id.in_(list(ids)), t.c.lease_token == token
-        )
-    )
+    batch = {"org": org_id, "ids": list(ids), "token": token}
+    await conn.execute(_CLAIM, batch | {"owner": owner[:128], "lease_ms": lease_ms})
+    rows = await conn.execute(_READ_CLAIMED, batch)
     claimed = [receipt_of(org_id, r) for r in rows]
     return sorted(claimed, key=lambda c: (c.received_at_ms, c.receipt_id))
 
@@ -129,6 +134,7 @@ RECEIPT_READ = tuple(
         "router_attempts",
     )
 )
+_READ_CLAIMED = select(*RECEIPT_READ).where(_IN_BATCH, _ri.c.lease_token == bindparam("token"))
 
 
 def receipt_of(org_id: str, r: Any) -> ClaimedReceipt:
@@ -157,14 +163,32 @@ def parse_correlation(raw: str | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _held(org_id: str, token: str, ids: Sequence[str]) -> Any:
-    t = m.ingress_receipt
-    return (
-        (t.c.org_id == org_id)
-        & t.c.receipt_id.in_(list(ids))
-        & (t.c.lease_token == token)
-        & (t.c.router_status == RECEIVED)
+_FENCE = (
+    update(_ri)
+    .where(_HELD)
+    .values(
+        lease_until_ms=db_now_ms() + bindparam("lease_ms"),
+        next_attempt_at_ms=db_now_ms() + bindparam("lease_ms"),
     )
+)
+_HELD_IDS = select(_ri.c.receipt_id).where(_HELD)
+_ROUTES = select(m.route.c.version, m.route.c.body).where(
+    m.route.c.org_id == bindparam("org"), m.route.c.active.is_(True)
+)
+_LINKED = select(m.event_work.c.event_id, m.event_work.c.work_type).where(
+    m.event_work.c.org_id == bindparam("org"),
+    m.event_work.c.event_id.in_(bindparam("ids", expanding=True)),
+)
+_MATERIALIZE = (
+    update(_ri)
+    .where(_HELD)
+    .values(
+        router_status=MATERIALIZED,
+        materialized_event_ids=literal('["') + _ri.c.receipt_id + literal(f'{FIRST_EVENT}"]'),
+        lease_until_ms=None,
+        error=None,
+    )
+)
 
 
 async def fence_receipts(
@@ -172,12 +196,8 @@ async def fence_receipts(
 ) -> bool:
     """First statement of a materialization: renew the leases of `ids` (taking their row
     locks on MySQL until commit); False when any of them is no longer held under `token`."""
-    t = m.ingress_receipt
-    now = db_now_ms()
     renewed = await conn.execute(
-        update(t)
-        .where(_held(org_id, token, ids))
-        .values(lease_until_ms=now + lease_ms, next_attempt_at_ms=now + lease_ms)
+        _FENCE, {"org": org_id, "ids": list(ids), "token": token, "lease_ms": lease_ms}
     )
     return renewed.rowcount == len(ids)
 
@@ -185,8 +205,7 @@ async def fence_receipts(
 async def held_receipts(
     conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str]
 ) -> set[str]:
-    t = m.ingress_receipt
-    rows = await conn.execute(select(t.c.receipt_id).where(_held(org_id, token, ids)))
+    rows = await conn.execute(_HELD_IDS, {"org": org_id, "ids": list(ids), "token": token})
     return {r[0] for r in rows}
 
 
@@ -194,10 +213,7 @@ async def current_routes(
     conn: AsyncConnection, *, org_id: str
 ) -> dict[tuple[str, str], ActiveRoute]:
     """The org's active routes by (connector, route key), read in the caller's transaction."""
-    t = m.route
-    rows = await conn.execute(
-        select(t.c.version, t.c.body).where(t.c.org_id == org_id, t.c.active.is_(True))
-    )
+    rows = await conn.execute(_ROUTES, {"org": org_id})
     routes = [
         ActiveRoute(
             org_id=org_id,
@@ -226,12 +242,7 @@ async def linked_work(
     """The (event id, work type) pairs that already have their WorkItem."""
     if not event_ids:
         return set()
-    t = m.event_work
-    rows = await conn.execute(
-        select(t.c.event_id, t.c.work_type).where(
-            t.c.org_id == org_id, t.c.event_id.in_(list(event_ids))
-        )
-    )
+    rows = await conn.execute(_LINKED, {"org": org_id, "ids": list(event_ids)})
     return {(r[0], r[1]) for r in rows}
 
 
@@ -249,17 +260,7 @@ async def mark_materialized(
     for audit."""
     if not ids:
         return
-    t = m.ingress_receipt
-    await conn.execute(
-        update(t)
-        .where(_held(org_id, token, ids))
-        .values(
-            router_status=MATERIALIZED,
-            materialized_event_ids=literal('["') + t.c.receipt_id + literal(f'{FIRST_EVENT}"]'),
-            lease_until_ms=None,
-            error=None,
-        )
-    )
+    await conn.execute(_MATERIALIZE, {"org": org_id, "ids": list(ids), "token": token})
 
 
 async def mark_failed(
