@@ -151,12 +151,16 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
     )
 
 
+_NOW = db_now_ms().select()
+
+
 class WorkStore:
     def __init__(self, tables: WorkTables, *, owner: str, lease_ms: int = 30_000) -> None:
         self.t = tables
         self.owner = owner
         self.lease_ms = lease_ms
         self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
+        self._bumps: dict[str, Any] = {}  # `_bump_lanes` per dialect
 
     # ------------------------------------------------------------------ enqueue
     async def ensure_queue(
@@ -208,12 +212,7 @@ class WorkStore:
         policies: dict[tuple[str, str], int] = {}
         for family, queue_class in sorted(queues):
             row = (
-                await conn.execute(
-                    select(self.t.queues.c.max_attempts).where(
-                        self.t.queues.c.family == family,
-                        self.t.queues.c.queue_class == queue_class,
-                    )
-                )
+                await conn.execute(self._max_attempts, {"b_family": family, "b_class": queue_class})
             ).first()
             if row is None:
                 await self.ensure_queue(conn, family, queue_class)
@@ -227,7 +226,7 @@ class WorkStore:
                 insert_ignore(self.t.target_lanes, dialect),
                 [{"family": f, "target_key": k} for f, k in targets],
             )
-        now = int((await conn.execute(db_now_ms().select())).scalar_one())
+        now = int((await conn.execute(_NOW)).scalar_one())
         rows: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             rows.append(
@@ -249,16 +248,8 @@ class WorkStore:
             )
         await conn.execute(insert(self.t.items), rows)
         await conn.execute(
-            update(self.t.queues)
-            .where(
-                self.t.queues.c.family == bindparam("f"),
-                self.t.queues.c.queue_class == bindparam("q"),
-                # at most once a second: the queue row is also the claim turn (`claim`), and
-                # an enqueue that writes it holds it until its caller commits
-                self.t.queues.c.last_enqueued_at < now - 1000,
-            )
-            .values(last_enqueued_at=now),
-            [{"f": f, "q": q} for f, q in sorted(queues)],
+            self._touch_queues,
+            [{"b_family": f, "b_class": q, "b_now": now} for f, q in sorted(queues)],
         )
         return [r["id"] for r in rows]
 
@@ -271,7 +262,6 @@ class WorkStore:
         (Insert-or-ignore, then a compare-and-set update, took a shared lock on an existing
         row on InnoDB; upgrading it deadlocked with a completion advancing the same lane, or
         with a second enqueuer doing the same.)"""
-        lanes = self.t.source_lanes
         wanted: dict[tuple[str, str], list[int]] = {}
         for index, item in enumerate(items):
             if item.lane_key:
@@ -280,7 +270,7 @@ class WorkStore:
             return {}
         ordered = sorted(wanted.items())  # one lock order for every enqueuer
         await conn.execute(
-            _bump_lanes(lanes, conn.dialect.name),
+            self._bump(conn.dialect.name),
             [
                 {"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1 + len(indexes)}
                 for (f, k), indexes in ordered
@@ -288,12 +278,8 @@ class WorkStore:
         )
         after: dict[tuple[str, str], int] = {}
         for family in sorted({f for f, _ in wanted}):
-            rows = await conn.execute(
-                select(lanes.c.lane_key, lanes.c.next_seq).where(
-                    lanes.c.family == family,
-                    lanes.c.lane_key.in_([k for f, k in wanted if f == family]),
-                )
-            )
+            keys = [k for f, k in wanted if f == family]
+            rows = await conn.execute(self._lane_ends, {"b_family": family, "b_keys": keys})
             after.update({(family, str(r[0])): int(r[1]) for r in rows})
         sequences: dict[int, int] = {}
         for key, indexes in ordered:
@@ -323,7 +309,7 @@ class WorkStore:
         )
         return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
-    def _epoch_holds(self, family: str, epoch: int, *, claiming: bool = False) -> Any:
+    def _epoch_holds(self, family: Any, epoch: Any, *, claiming: bool = False) -> Any:
         """The family is still at `epoch`; to claim, it must also admit this owner. (Holders
         of a draining family renew and finish under their epoch; a transfer advances it.)"""
         f = self.t.families
@@ -392,6 +378,133 @@ class WorkStore:
             items.c.lane_seq,
         )
         return read.order_by(items.c.run_after, items.c.id).limit(bindparam("limit"))
+
+    # Statements run every round, built once per store (bound parameters, expanding IN
+    # lists): building a statement and its cache key costs more CPU than running it on
+    # SQLite. Parameters are named b_* (UPDATE reserves the column names).
+    @functools.cached_property
+    def _claim_update(self) -> Any:
+        """`claim`'s CAS: b_ids, b_family, b_epoch, b_token."""
+        items = self.t.items
+        now = db_now_ms()
+        return (
+            update(items)
+            .where(
+                items.c.id.in_(bindparam("b_ids", expanding=True)),
+                items.c.state == PENDING,
+                items.c.run_after <= now,
+                self._epoch_holds(bindparam("b_family"), bindparam("b_epoch"), claiming=True),
+            )
+            .values(
+                state=PROCESSING,
+                lease_token=bindparam("b_token"),
+                lease_owner=self.owner,
+                lease_until=now + self.lease_ms,
+                run_after=now + self.lease_ms,  # a processing row may run again at expiry
+                attempt=items.c.attempt + 1,
+                claim_epoch=bindparam("b_epoch"),
+            )
+        )
+
+    @functools.cached_property
+    def _carrying(self) -> Any:
+        """Ids of b_ids carrying the token b_token."""
+        items = self.t.items
+        return select(items.c.id).where(
+            items.c.id.in_(bindparam("b_ids", expanding=True)),
+            items.c.lease_token == bindparam("b_token"),
+        )
+
+    @functools.cached_property
+    def _succeed(self) -> Any:
+        """`finish` for succeeded items: b_ids, b_token, b_family, b_epoch."""
+        return (
+            update(self.t.items)
+            .where(
+                self._held_by(bindparam("b_ids", expanding=True), bindparam("b_token")),
+                self._epoch_holds(bindparam("b_family"), bindparam("b_epoch")),
+            )
+            .values(state=SUCCEEDED, finished_at=db_now_ms(), lease_until=None)
+        )
+
+    @functools.cached_property
+    def _in_state(self) -> Any:
+        """Ids of b_ids in state b_state under token b_token."""
+        items = self.t.items
+        return select(items.c.id).where(
+            items.c.id.in_(bindparam("b_ids", expanding=True)),
+            items.c.lease_token == bindparam("b_token"),
+            items.c.state == bindparam("b_state"),
+        )
+
+    @functools.cached_property
+    def _skip_policies(self) -> Any:
+        q = self.t.queues
+        return select(q.c.queue_class, q.c.lane_policy).where(
+            q.c.family == bindparam("b_family"),
+            q.c.queue_class.in_(bindparam("b_classes", expanding=True)),
+        )
+
+    @functools.cached_property
+    def _advance_lanes(self) -> Any:
+        """Executemany: b_family, b_key, b_seq (the finished head's sequence)."""
+        lanes = self.t.source_lanes
+        return (
+            update(lanes)
+            .where(
+                lanes.c.family == bindparam("b_family"),
+                lanes.c.lane_key == bindparam("b_key"),
+                lanes.c.head_seq == bindparam("b_seq"),
+            )
+            .values(head_seq=bindparam("b_seq") + 1, halted_by=None)
+        )
+
+    @functools.cached_property
+    def _halt_lanes(self) -> Any:
+        """Executemany: b_family, b_key, b_id (the dead head)."""
+        lanes = self.t.source_lanes
+        return (
+            update(lanes)
+            .where(lanes.c.family == bindparam("b_family"), lanes.c.lane_key == bindparam("b_key"))
+            .values(halted_by=bindparam("b_id"))
+        )
+
+    @functools.cached_property
+    def _max_attempts(self) -> Any:
+        q = self.t.queues
+        return select(q.c.max_attempts).where(
+            q.c.family == bindparam("b_family"), q.c.queue_class == bindparam("b_class")
+        )
+
+    @functools.cached_property
+    def _touch_queues(self) -> Any:
+        """Executemany: b_family, b_class, b_now (the enqueue's database time)."""
+        q = self.t.queues
+        return (
+            update(q)
+            .where(
+                q.c.family == bindparam("b_family"),
+                q.c.queue_class == bindparam("b_class"),
+                # at most once a second: the queue row is also the claim turn (`claim`), and
+                # an enqueue that writes it holds it until its caller commits
+                q.c.last_enqueued_at < bindparam("b_now") - 1000,
+            )
+            .values(last_enqueued_at=bindparam("b_now"))
+        )
+
+    @functools.cached_property
+    def _lane_ends(self) -> Any:
+        """Lanes b_keys of family b_family with their next sequence."""
+        lanes = self.t.source_lanes
+        return select(lanes.c.lane_key, lanes.c.next_seq).where(
+            lanes.c.family == bindparam("b_family"),
+            lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
+        )
+
+    def _bump(self, dialect: str) -> Any:
+        if dialect not in self._bumps:
+            self._bumps[dialect] = _bump_lanes(self.t.source_lanes, dialect)
+        return self._bumps[dialect]
 
     async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
         """Would a claim find anything? A read (no write lock, no claim turn), for pollers
@@ -470,30 +583,13 @@ class WorkStore:
         if not ids:
             return []
         claimed = await conn.execute(
-            update(items)
-            .where(
-                items.c.id.in_(ids),
-                items.c.state == PENDING,
-                items.c.run_after <= now,
-                self._epoch_holds(family, epoch, claiming=True),
-            )
-            .values(
-                state=PROCESSING,
-                lease_token=token,
-                lease_owner=self.owner,
-                lease_until=now + self.lease_ms,
-                run_after=now + self.lease_ms,  # a processing row may run again at expiry
-                attempt=items.c.attempt + 1,
-                claim_epoch=epoch,
-            )
+            self._claim_update,
+            {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
         )
         winners = set(ids)
         if claimed.rowcount != len(ids):  # someone else won some: the token says which
             winners = {
-                r[0]
-                for r in await conn.execute(
-                    select(items.c.id).where(items.c.id.in_(ids), items.c.lease_token == token)
-                )
+                r[0] for r in await conn.execute(self._carrying, {"b_ids": ids, "b_token": token})
             }
         await self._free_target_lanes(conn, family, token, [i for i in held if i not in winners])
         return [
@@ -517,10 +613,11 @@ class WorkStore:
 
     # ------------------------------------------------------------------ holder writes
     def _held(self, ids: Iterable[str], token: str) -> Any:
+        return self._held_by(list(ids), token)
+
+    def _held_by(self, ids: Any, token: Any) -> Any:
         items = self.t.items
-        return and_(
-            items.c.id.in_(list(ids)), items.c.lease_token == token, items.c.state == PROCESSING
-        )
+        return and_(items.c.id.in_(ids), items.c.lease_token == token, items.c.state == PROCESSING)
 
     async def renew(
         self, conn: AsyncConnection, family: str, epoch: int, token: str, ids: Sequence[str]
@@ -568,9 +665,8 @@ class WorkStore:
             ids = [c.id for c, _ in group]
             if state == SUCCEEDED:
                 done = await conn.execute(
-                    update(items)
-                    .where(self._held(ids, token), fenced)
-                    .values(state=SUCCEEDED, finished_at=now, lease_until=None)
+                    self._succeed,
+                    {"b_ids": ids, "b_token": token, "b_family": family, "b_epoch": epoch},
                 )
                 if done.rowcount == len(ids):
                     written.update(ids)
@@ -627,11 +723,8 @@ class WorkStore:
     async def _written(
         self, conn: AsyncConnection, ids: list[str], token: str, state: str
     ) -> set[str]:
-        items = self.t.items
         rows = await conn.execute(
-            select(items.c.id).where(
-                items.c.id.in_(ids), items.c.lease_token == token, items.c.state == state
-            )
+            self._in_state, {"b_ids": ids, "b_token": token, "b_state": state}
         )
         return {r[0] for r in rows}
 
@@ -659,41 +752,23 @@ class WorkStore:
         lane; a dead or unknown one halts it unless the queue skips."""
         if not heads:
             return
-        lanes = self.t.source_lanes
         skipping = await self._lane_policies(conn, family, {h.queue_class for h in heads})
         advance, halt = [], []
         for head in heads:
             if head.parked and not skipping.get(head.queue_class, False):
-                halt.append({"b_key": head.lane_key, "b_id": head.id})
+                halt.append({"b_family": family, "b_key": head.lane_key, "b_id": head.id})
             else:
-                advance.append({"b_key": head.lane_key, "b_seq": head.lane_seq})
+                advance.append({"b_family": family, "b_key": head.lane_key, "b_seq": head.lane_seq})
         if advance:
-            await conn.execute(
-                update(lanes)
-                .where(
-                    lanes.c.family == family,
-                    lanes.c.lane_key == bindparam("b_key"),
-                    lanes.c.head_seq == bindparam("b_seq"),
-                )
-                .values(head_seq=bindparam("b_seq") + 1, halted_by=None),
-                advance,
-            )
+            await conn.execute(self._advance_lanes, advance)
         if halt:
-            await conn.execute(
-                update(lanes)
-                .where(lanes.c.family == family, lanes.c.lane_key == bindparam("b_key"))
-                .values(halted_by=bindparam("b_id")),
-                halt,
-            )
+            await conn.execute(self._halt_lanes, halt)
 
     async def _lane_policies(
         self, conn: AsyncConnection, family: str, classes: set[str]
     ) -> dict[str, bool]:
-        q = self.t.queues
         rows = await conn.execute(
-            select(q.c.queue_class, q.c.lane_policy).where(
-                q.c.family == family, q.c.queue_class.in_(sorted(classes))
-            )
+            self._skip_policies, {"b_family": family, "b_classes": sorted(classes)}
         )
         return {str(r[0]): r[1] == "skip" for r in rows}
 
