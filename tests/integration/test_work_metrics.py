@@ -94,7 +94,9 @@ async def test_runtime_worker_publishes_its_inbox_depth(
     _, engine, settings = engines
     store = WorkStore(inbox, owner="runtime-worker")
     async with engine.begin() as conn:
-        await store.enqueue(conn, [NewItem("commands", "records", "{}") for _ in range(2)])
+        # due in an hour: the worker (same owner) must not claim them before they are counted
+        due_later = [NewItem("commands", "records", "{}", delay_ms=3_600_000) for _ in range(2)]
+        await store.enqueue(conn, due_later)
     async with serving(create_worker_app(settings)) as url:
         await metrics_once(
             url, 'nexus_work_items{family="commands",queue_class="records",state="pending"} 2.0'
