@@ -18,9 +18,10 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy import update
 
+from nexus.contracts.roles import LogicalService
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
-from nexus.platform.service_app import ServiceState
+from nexus.platform.service_app import ServiceState, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Terminal, Worker, WorkerSettings
@@ -38,6 +39,8 @@ from nexus.runtime.outbox.records import RecordActions
 
 log = get_logger(__name__)
 START_RETRY_SECONDS = 2.0
+#: Connections: the poller's, the completer's, the heartbeat's, record actions, webhook reads.
+POOL_SIZE = 8
 
 
 class OutboxRunner:
@@ -122,8 +125,17 @@ def outbox_lifespan(
     settings: Settings,
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
-    async def run(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
-        runner = app.state.outbox = OutboxRunner(state, settings)
+    async def run(app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
+        # its claims, completions and record actions are short statements: an engine of its
+        # own, on the loop on SQLite (ADR 0049), like the inbox's
+        engine = role_engine(
+            settings,
+            LogicalService.RUNTIME,
+            name="nexus-runtime-worker-outbox",
+            pool_size=POOL_SIZE,
+            sqlite_on_loop=True,
+        )
+        runner = app.state.outbox = OutboxRunner(ServiceState(engine), settings)
         task = asyncio.create_task(runner.run(), name="outbox")
         task.add_done_callback(_report_crash)
         try:
@@ -132,6 +144,7 @@ def outbox_lifespan(
             runner.stop()
             await asyncio.gather(task, return_exceptions=True)  # a crash was reported already
             await runner.close()
+            await engine.dispose()
 
     return run
 
