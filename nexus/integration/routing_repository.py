@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.integration import models as m
 from nexus.integration.routes import ActiveRoute, RouteDeclaration
+from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore
 
 RECEIVED = "received"
@@ -95,7 +96,7 @@ _CLAIM = (
 async def due_receipts(conn: AsyncConnection, *, org_id: str, limit: int) -> list[str]:
     """Up to `limit` claimable receipt ids, oldest due first (a read: on SQLite an idle poll
     never takes the write lock)."""
-    rows = await conn.execute(_DUE, {"org": org_id, "limit": limit})
+    rows = await fast_sql.execute(conn, _DUE, {"org": org_id, "limit": limit})
     return [r[0] for r in rows]
 
 
@@ -111,8 +112,8 @@ async def claim_receipts(
     """Claim those of `ids` that are still claimable under `token` (one UPDATE, CAS on the
     claimable predicate); returns the winners' rows, oldest first."""
     batch = {"org": org_id, "ids": list(ids), "token": token}
-    await conn.execute(_CLAIM, batch | {"owner": owner[:128], "lease_ms": lease_ms})
-    rows = await conn.execute(_READ_CLAIMED, batch)
+    await fast_sql.execute(conn, _CLAIM, batch | {"owner": owner[:128], "lease_ms": lease_ms})
+    rows = await fast_sql.execute(conn, _READ_CLAIMED, batch)
     claimed = [receipt_of(org_id, r) for r in rows]
     return sorted(claimed, key=lambda c: (c.received_at_ms, c.receipt_id))
 
@@ -196,8 +197,8 @@ async def fence_receipts(
 ) -> bool:
     """First statement of a materialization: renew the leases of `ids` (taking their row
     locks on MySQL until commit); False when any of them is no longer held under `token`."""
-    renewed = await conn.execute(
-        _FENCE, {"org": org_id, "ids": list(ids), "token": token, "lease_ms": lease_ms}
+    renewed = await fast_sql.execute(
+        conn, _FENCE, {"org": org_id, "ids": list(ids), "token": token, "lease_ms": lease_ms}
     )
     return renewed.rowcount == len(ids)
 
@@ -205,7 +206,9 @@ async def fence_receipts(
 async def held_receipts(
     conn: AsyncConnection, *, org_id: str, token: str, ids: Sequence[str]
 ) -> set[str]:
-    rows = await conn.execute(_HELD_IDS, {"org": org_id, "ids": list(ids), "token": token})
+    rows = await fast_sql.execute(
+        conn, _HELD_IDS, {"org": org_id, "ids": list(ids), "token": token}
+    )
     return {r[0] for r in rows}
 
 
@@ -213,7 +216,7 @@ async def current_routes(
     conn: AsyncConnection, *, org_id: str
 ) -> dict[tuple[str, str], ActiveRoute]:
     """The org's active routes by (connector, route key), read in the caller's transaction."""
-    rows = await conn.execute(_ROUTES, {"org": org_id})
+    rows = await fast_sql.execute(conn, _ROUTES, {"org": org_id})
     routes = [
         ActiveRoute(
             org_id=org_id,
@@ -242,7 +245,7 @@ async def linked_work(
     """The (event id, work type) pairs that already have their WorkItem."""
     if not event_ids:
         return set()
-    rows = await conn.execute(_LINKED, {"org": org_id, "ids": list(event_ids)})
+    rows = await fast_sql.execute(conn, _LINKED, {"org": org_id, "ids": list(event_ids)})
     return {(r[0], r[1]) for r in rows}
 
 
@@ -260,7 +263,7 @@ async def mark_materialized(
     for audit."""
     if not ids:
         return
-    await conn.execute(_MATERIALIZE, {"org": org_id, "ids": list(ids), "token": token})
+    await fast_sql.execute(conn, _MATERIALIZE, {"org": org_id, "ids": list(ids), "token": token})
 
 
 async def mark_failed(

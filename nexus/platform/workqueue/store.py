@@ -46,6 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore, upsert
 from nexus.platform.workqueue.tables import WorkTables
 
@@ -212,7 +213,9 @@ class WorkStore:
         policies: dict[tuple[str, str], int] = {}
         for family, queue_class in sorted(queues):
             row = (
-                await conn.execute(self._max_attempts, {"b_family": family, "b_class": queue_class})
+                await fast_sql.execute(
+                    conn, self._max_attempts, {"b_family": family, "b_class": queue_class}
+                )
             ).first()
             if row is None:
                 await self.ensure_queue(conn, family, queue_class)
@@ -226,7 +229,7 @@ class WorkStore:
                 insert_ignore(self.t.target_lanes, dialect),
                 [{"family": f, "target_key": k} for f, k in targets],
             )
-        now = int((await conn.execute(_NOW)).scalar_one())
+        now = int((await fast_sql.execute(conn, _NOW)).scalar_one())
         rows: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             rows.append(
@@ -247,7 +250,8 @@ class WorkStore:
                 }
             )
         await conn.execute(insert(self.t.items), rows)
-        await conn.execute(
+        await fast_sql.execute(
+            conn,
             self._touch_queues,
             [{"b_family": f, "b_class": q, "b_now": now} for f, q in sorted(queues)],
         )
@@ -279,7 +283,9 @@ class WorkStore:
         after: dict[tuple[str, str], int] = {}
         for family in sorted({f for f, _ in wanted}):
             keys = [k for f, k in wanted if f == family]
-            rows = await conn.execute(self._lane_ends, {"b_family": family, "b_keys": keys})
+            rows = await fast_sql.execute(
+                conn, self._lane_ends, {"b_family": family, "b_keys": keys}
+            )
             after.update({(family, str(r[0])): int(r[1]) for r in rows})
         sequences: dict[int, int] = {}
         for key, indexes in ordered:
@@ -509,7 +515,9 @@ class WorkStore:
     async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
         """Would a claim find anything? A read (no write lock, no claim turn), for pollers
         that found their queue empty last time."""
-        found = await conn.execute(self._peek, {"family": family, "queue_class": queue_class})
+        found = await fast_sql.execute(
+            conn, self._peek, {"family": family, "queue_class": queue_class}
+        )
         return found.first() is not None
 
     async def _take_claim_turn(self, conn: AsyncConnection, family: str, queue_class: str) -> None:
@@ -540,7 +548,7 @@ class WorkStore:
         now = db_now_ms()
         await self._take_claim_turn(conn, family, queue_class)
         params = {"family": family, "queue_class": queue_class, "limit": limit}
-        rows = (await conn.execute(self._candidates, params)).all()
+        rows = (await fast_sql.execute(conn, self._candidates, params)).rows
         candidates = {row[0]: row for row in rows}
         if not candidates:
             return []
@@ -582,14 +590,18 @@ class WorkStore:
                 held.append(item_id)
         if not ids:
             return []
-        claimed = await conn.execute(
+        claimed = await fast_sql.execute(
+            conn,
             self._claim_update,
             {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
         )
         winners = set(ids)
         if claimed.rowcount != len(ids):  # someone else won some: the token says which
             winners = {
-                r[0] for r in await conn.execute(self._carrying, {"b_ids": ids, "b_token": token})
+                r[0]
+                for r in await fast_sql.execute(
+                    conn, self._carrying, {"b_ids": ids, "b_token": token}
+                )
             }
         await self._free_target_lanes(conn, family, token, [i for i in held if i not in winners])
         return [
@@ -723,8 +735,8 @@ class WorkStore:
     async def _written(
         self, conn: AsyncConnection, ids: list[str], token: str, state: str
     ) -> set[str]:
-        rows = await conn.execute(
-            self._in_state, {"b_ids": ids, "b_token": token, "b_state": state}
+        rows = await fast_sql.execute(
+            conn, self._in_state, {"b_ids": ids, "b_token": token, "b_state": state}
         )
         return {r[0] for r in rows}
 
@@ -760,15 +772,15 @@ class WorkStore:
             else:
                 advance.append({"b_family": family, "b_key": head.lane_key, "b_seq": head.lane_seq})
         if advance:
-            await conn.execute(self._advance_lanes, advance)
+            await fast_sql.execute(conn, self._advance_lanes, advance)
         if halt:
-            await conn.execute(self._halt_lanes, halt)
+            await fast_sql.execute(conn, self._halt_lanes, halt)
 
     async def _lane_policies(
         self, conn: AsyncConnection, family: str, classes: set[str]
     ) -> dict[str, bool]:
-        rows = await conn.execute(
-            self._skip_policies, {"b_family": family, "b_classes": sorted(classes)}
+        rows = await fast_sql.execute(
+            conn, self._skip_policies, {"b_family": family, "b_classes": sorted(classes)}
         )
         return {str(r[0]): r[1] == "skip" for r in rows}
 
