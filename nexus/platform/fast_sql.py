@@ -39,7 +39,9 @@ class FastResult:
         return iter(self.rows)
 
 
-_compiled: dict[tuple[int, str], Any] = {}
+#: Compiled statements kept (the hot ones are a few dozen, built once per store).
+COMPILED_MAX = 256
+_compiled: collections.OrderedDict[tuple[int, str], tuple[Any, Any]] = collections.OrderedDict()
 _row_types: dict[tuple[str, ...], Any] = {}
 
 
@@ -54,6 +56,10 @@ def _compile(statement: Any, conn: AsyncConnection) -> Any:
     cached = _compiled.get(key)
     if cached is None or cached[0] is not statement:  # an id is only unique while alive
         cached = _compiled[key] = (statement, statement.compile(dialect=conn.dialect))
+        if len(_compiled) > COMPILED_MAX:  # stores made per call (operator actions) come
+            _compiled.popitem(last=False)  # and go: the oldest entry goes with them
+    else:
+        _compiled.move_to_end(key)
     return cached[1]
 
 

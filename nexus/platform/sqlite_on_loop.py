@@ -117,8 +117,7 @@ class Connection:
         self._conn.rollback()
 
     async def close(self) -> None:
-        self._connection = None
-        self._conn.close()
+        self.stop()
 
     async def create_function(self, *args: Any, **kwargs: Any) -> None:
         self._conn.create_function(*args, **kwargs)

@@ -120,3 +120,20 @@ async def test_the_fast_path_answers_as_sqlalchemy_does(tmp_path: Path) -> None:
     assert fallback == expected  # not on the loop (aiosqlite): plain conn.execute
     assert through > 0
     assert skipped == 0  # the on-loop connection ran every statement on sqlite3 directly
+
+
+async def test_statements_built_per_call_do_not_pile_up(tmp_path: Path) -> None:
+    """A store made per call (an operator action) builds its statements anew each time:
+    the compiled cache keeps at most `COMPILED_MAX` of them, not every one ever seen."""
+    engine = create_engine(
+        f"sqlite+aiosqlite:///{tmp_path / 'd.db'}", application_name="t", sqlite_on_loop=True
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+            for n in range(fast_sql.COMPILED_MAX + 50):
+                fresh = select(things.c.id).where(things.c.n == bindparam("b_n"))
+                assert list(await fast_sql.execute(conn, fresh, {"b_n": n})) == []
+        assert len(fast_sql._compiled) <= fast_sql.COMPILED_MAX
+    finally:
+        await engine.dispose()

@@ -436,12 +436,7 @@ class WorkStore:
     @functools.cached_property
     def _in_state(self) -> Any:
         """Ids of b_ids in state b_state under token b_token."""
-        items = self.t.items
-        return select(items.c.id).where(
-            items.c.id.in_(bindparam("b_ids", expanding=True)),
-            items.c.lease_token == bindparam("b_token"),
-            items.c.state == bindparam("b_state"),
-        )
+        return self._carrying.where(self.t.items.c.state == bindparam("b_state"))
 
     @functools.cached_property
     def _skip_policies(self) -> Any:
@@ -676,7 +671,8 @@ class WorkStore:
         for state, group in by_state.items():
             ids = [c.id for c, _ in group]
             if state == SUCCEEDED:
-                done = await conn.execute(
+                done = await fast_sql.execute(
+                    conn,
                     self._succeed,
                     {"b_ids": ids, "b_token": token, "b_family": family, "b_epoch": epoch},
                 )

@@ -49,7 +49,6 @@ class InboxLoop:
             idle_poll_ms=cfg.inbox_idle_poll_ms,
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
-        self.failpoint = settings.core.failpoint
         self.state = "starting"
         self.worker: Worker | None = None
         self.engine: AsyncEngine | None = None
@@ -106,7 +105,9 @@ class InboxLoop:
                     await set_queue_policy(
                         conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy
                     )
-                executor = CommandExecutor(session_factory(engine), failpoint=self.failpoint)
+                executor = CommandExecutor(
+                    session_factory(engine), failpoint=self.settings.core.failpoint
+                )
                 worker = Worker(engine, self.store, executor, self.worker_settings)
                 executor.worker = self.worker = worker
                 if self._stop.is_set():
