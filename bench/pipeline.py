@@ -3,14 +3,20 @@
 calls (executor).
 
     .venv/bin/python bench/pipeline.py [--backend sqlite|mariadb] [--receipts 5000]
-                                       [--batch 64] [--lanes per-object|none]
+                                       [--batch 64] [--lanes per-object|source|none]
+                                       [--sqlite-driver on-loop|aiosqlite]
 
 Receipts are stored as ingress stores them (group-committed rows with body snapshots), then
 one `ReceiptRouter` drains them (receipts/s), then one `Worker` with the `CommandExecutor`
 (64 calls in flight) delivers every command to a Runtime stand-in served by uvicorn in
 another process (`tests/support/runtime_stand_in.py`, 202 for everything), commands/s.
 `--lanes per-object` gives each receipt its own source lane and 50 target lanes (a route
-with `source` and `target_lane`); `none` maps commands without lanes. Prints one JSON line.
+with `source` and `target_lane`); `source` gives each its own source lane only (as
+bench/end_to_end.py's route does); `none` maps commands without lanes. SQLite runs on the
+loop as integration's loops engine does (ADR 0049; `--sqlite-driver aiosqlite` for the old
+driver). Besides the rates, each phase's CPU of this process (`process_time`: router, then
+executor; the stand-in's is not counted) per item, in microseconds: on this 2-core box
+shared with others, CPU per item is the steadier measure. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -67,6 +73,16 @@ def routes() -> dict[str, Any]:
             base
             | {
                 "connector": "bench",
+                "route": "sourced",
+                "command": COMMAND,
+                "source": {
+                    "object_kind": {"pointer": "/object"},
+                    "object_id": {"pointer": "/data/id"},
+                },
+            },
+            base
+            | {
+                "connector": "bench",
                 "route": "laned",
                 "command": COMMAND,
                 "source": {
@@ -110,10 +126,12 @@ def stand_in() -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
-    engine = create_engine(url, application_name="bench-pipeline")
+    engine = create_engine(
+        url, application_name="bench-pipeline", sqlite_on_loop=args.sqlite_driver == "on-loop"
+    )
     await upgrade_to_head(engine, LogicalService.INTEGRATION)
     await apply_routes(engine, org_id=ORG, route_file=parse_route_file(routes()))
-    route = "laned" if args.lanes == "per-object" else "plain"
+    route = {"per-object": "laned", "source": "sourced", "none": "plain"}[args.lanes]
     rows = [receipt(n, route) for n in range(args.receipts)]
     for start in range(0, len(rows), 500):
         async with engine.begin() as conn:
@@ -122,10 +140,11 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     router = ReceiptRouter(
         engine, var_dir=Path(tempfile.mkdtemp()), settings=RouterSettings(batch=args.batch)
     )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     while await router.step():
         pass
     routed_s = time.perf_counter() - started
+    routed_cpu_s = time.process_time() - cpu_started
 
     proc, runtime_url = stand_in()
     try:
@@ -137,11 +156,12 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             CommandExecutor(client, signer, timeout_seconds=10),
             WorkerSettings(concurrency=64, batch=64, idle_poll_ms=10, queue_refresh_ms=100),
         )
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         task = asyncio.create_task(worker.run())
         while worker.stats.succeeded < args.receipts:  # noqa: ASYNC110 - polling a counter
             await asyncio.sleep(0.02)
         executed_s = time.perf_counter() - started
+        executed_cpu_s = time.process_time() - cpu_started
         worker.stop()
         await task
         await client.aclose()
@@ -152,10 +172,13 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "backend": args.backend,
         "lanes": args.lanes,
+        "sqlite_driver": args.sqlite_driver,
         "receipts": args.receipts,
         "router_batch": args.batch,
         "router_receipts_per_s": round(router.stats.materialized / routed_s),
         "executor_commands_per_s": round(worker.stats.succeeded / executed_s),
+        "router_cpu_us_per_receipt": round(routed_cpu_s * 1e6 / router.stats.materialized),
+        "executor_cpu_us_per_command": round(executed_cpu_s * 1e6 / worker.stats.succeeded),
         "machine": f"{os.cpu_count()} cpu, load {os.getloadavg()[0]:.1f}",
     }
 
@@ -165,7 +188,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")
     parser.add_argument("--receipts", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lanes", choices=["per-object", "none"], default="per-object")
+    parser.add_argument("--lanes", choices=["per-object", "source", "none"], default="per-object")
+    parser.add_argument("--sqlite-driver", choices=["on-loop", "aiosqlite"], default="on-loop")
     args = parser.parse_args()
     configure_logging(role="bench", level="warning", fmt="json")
     server = None

@@ -9,6 +9,7 @@ carries `lease_token = :token AND router_status = 'received'`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,15 +229,27 @@ async def current_routes(
     return {route.key: route for route in routes}
 
 
+@functools.cache
+def _insert_events(dialect: str) -> Any:
+    """The event insert-or-ignore, built once per dialect (its IGNORE is spelled per
+    dialect); every column a bound value, so it runs on `fast_sql`."""
+    table = m.connector_event
+    return insert_ignore(table, dialect).values(fast_sql.row_values(table))
+
+
+_LINK_WORK = m.event_work.insert().values(fast_sql.row_values(m.event_work))
+
+
 async def insert_events(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int
 ) -> None:
-    """Immutable events; an event id that exists already is left as it is. (`now_ms` is the
-    database clock read by the caller: with only bound values the MySQL driver sends one
-    multi-row INSERT, with a SQL expression among them it sends one INSERT per row.)"""
+    """Immutable events; an event id that exists already is left as it is. Each row names
+    every column but `created_at_ms`. (`now_ms` is the database clock read by the caller:
+    with only bound values the MySQL driver sends one multi-row INSERT, with a SQL
+    expression among them it sends one INSERT per row.)"""
     if rows:
-        statement = insert_ignore(m.connector_event, conn.dialect.name)
-        await conn.execute(statement, [row | {"created_at_ms": now_ms} for row in rows])
+        statement = _insert_events(conn.dialect.name)
+        await fast_sql.execute(conn, statement, [row | {"created_at_ms": now_ms} for row in rows])
 
 
 async def linked_work(
@@ -252,7 +265,7 @@ async def linked_work(
 async def link_work(conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now_ms: int) -> None:
     """(event id, work type) -> work id; the primary key refuses a second WorkItem."""
     if rows:
-        await conn.execute(m.event_work.insert(), [row | {"created_at_ms": now_ms} for row in rows])
+        await fast_sql.execute(conn, _LINK_WORK, [row | {"created_at_ms": now_ms} for row in rows])
 
 
 async def mark_materialized(

@@ -21,10 +21,15 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from nexus.integration import routing_repository
+from nexus.integration.models import work
 from nexus.platform import fast_sql
-from nexus.platform.db import create_engine, db_now_ms
+from nexus.platform.db import create_engine, db_now_ms, insert_ignore, upsert
+from nexus.platform.workqueue.store import ITEM_COLUMNS, WorkStore
 
 pytestmark = pytest.mark.asyncio
 
@@ -137,3 +142,116 @@ async def test_statements_built_per_call_do_not_pile_up(tmp_path: Path) -> None:
         assert len(fast_sql._compiled) <= fast_sql.COMPILED_MAX
     finally:
         await engine.dispose()
+
+
+# ---------------------------------------------------------------- plans (ADR 0053)
+def _hot_statements() -> list[tuple[str, Any, dict[str, Any]]]:
+    """The router's and the work engine's inserts and updates that run with plans, each with
+    parameters as their callers give them."""
+
+    store = WorkStore(work, owner="o")
+    event = {c.name: f"v-{c.name}" for c in routing_repository.m.connector_event.c}
+    link = {
+        "org_id": "o",
+        "event_id": "e",
+        "work_type": "command",
+        "work_id": "w",
+        "created_at_ms": 1,
+    }
+    item = {name: f"v-{name}" for name in ITEM_COLUMNS}
+    lane = {"family": "f", "lane_key": "k", "head_seq": 1, "next_seq": 3}
+    return [
+        ("events", routing_repository._insert_events("sqlite"), event),
+        ("links", routing_repository._LINK_WORK, link),
+        ("items", store._insert_items, item),
+        ("lanes", store._bump("sqlite"), lane),
+        ("targets", store._insert_targets("sqlite"), {"family": "f", "target_key": "t"}),
+        ("touch", store._touch_queues, {"b_family": "f", "b_class": "q", "b_now": 5_000}),
+        ("advance", store._advance_lanes, {"b_family": "f", "b_key": "k", "b_seq": 4}),
+        (
+            "take",
+            store._take_target_lane,
+            {"b_family": "f", "b_key": "t", "b_id": "i", "b_token": "x"},
+        ),
+        ("bump", BUMP, {"b_org": "o1", "b_on": True, "b_by": 10}),  # a Boolean, a literal
+        ("insert", INSERT, {"id": "t9", "org": "o", "n": 1, "on": False}),
+    ]
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in _hot_statements()])
+async def test_a_plan_binds_what_sqlalchemy_binds(name: str) -> None:
+    """Same SQL, same values in the same order (literals bound into the statement, repeated
+    names, bind processors) as `construct_expanded_state`, which the plan replaces."""
+    statement, params = next((s, p) for n, s, p in _hot_statements() if n == name)
+    compiled = statement.compile(dialect=sqlite.dialect())
+    plan = fast_sql._plan(compiled)
+    assert plan is not None
+    assert (plan.sql, plan.values(params)) == fast_sql._positional(compiled, params)
+
+
+async def test_statements_with_expanding_lists_have_no_plan() -> None:
+    assert fast_sql._plan(PICK.compile(dialect=sqlite.dialect())) is None
+
+
+async def test_a_row_without_a_column_is_refused(tmp_path: Path) -> None:
+    """An insert built with `row_values` names every column: a row missing one is refused
+    (as SQLAlchemy refuses it), never written with a NULL or a stale value."""
+    engine = create_engine(
+        f"sqlite+aiosqlite:///{tmp_path / 'e.db'}", application_name="t", sqlite_on_loop=True
+    )
+    statement = insert(things).values(fast_sql.row_values(things))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+        async with engine.begin() as conn:
+            rows = [{"id": "a", "org": "o", "n": 1, "on": True}, {"id": "b", "org": "o", "n": 2}]
+            with pytest.raises(
+                SQLAlchemyError, match="A value is required for bind parameter 'on'"
+            ):
+                await fast_sql.execute(conn, statement, rows)
+            with pytest.raises(
+                SQLAlchemyError, match="A value is required for bind parameter 'on'"
+            ):
+                await conn.execute(statement, rows)
+    finally:
+        await engine.dispose()
+
+
+async def test_insert_or_ignore_and_upsert_answer_as_sqlalchemy_does(tmp_path: Path) -> None:
+    """The router's and the engine's insert-or-ignore and insert-or-increment, run on the
+    fast path and through SQLAlchemy, leave the same rows (a duplicate key ignored, a
+    second bump adding to the first)."""
+    ignore = insert_ignore(things, "sqlite").values(fast_sql.row_values(things))
+    bump = upsert(
+        things, "sqlite", [things.c.id], lambda incoming: {"n": things.c.n + incoming.n}
+    ).values(fast_sql.row_values(things))
+
+    async def exercise_writes(conn: AsyncConnection, run: Any) -> list[Any]:
+        rows = [{"id": f"t{i}", "org": "o", "n": i, "on": True} for i in range(3)]
+        first = await run(conn, ignore, rows)
+        again = await run(conn, ignore, [*rows[1:], {"id": "t7", "org": "o", "n": 7, "on": False}])
+        await run(conn, bump, [{"id": "t1", "org": "o", "n": 10, "on": True}])
+        await run(conn, bump, [{"id": "t8", "org": "p", "n": 8, "on": False}])
+        listed = await conn.execute(select(things).order_by(things.c.id))
+        return [first.rowcount, again.rowcount, [tuple(r) for r in listed]]
+
+    seen = []
+    for name, run in (("f.db", fast_sql.execute), ("g.db", through_sqlalchemy)):
+        engine = create_engine(
+            f"sqlite+aiosqlite:///{tmp_path / name}", application_name="t", sqlite_on_loop=True
+        )
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.create_all)
+                seen.append(await exercise_writes(conn, run))
+        finally:
+            await engine.dispose()
+    assert seen[0] == seen[1]
+    assert seen[0][1] == 1  # only t7 was new
+    assert seen[0][2] == [
+        ("t0", "o", 0, True),
+        ("t1", "o", 11, True),
+        ("t2", "o", 2, True),
+        ("t7", "o", 7, False),
+        ("t8", "p", 8, False),
+    ]

@@ -139,6 +139,25 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
     return outcome
 
 
+#: The columns `enqueue` writes (the others start NULL): the insert's rows name each.
+ITEM_COLUMNS = (
+    "id",
+    "family",
+    "queue_class",
+    "state",
+    "run_after",
+    "lane_key",
+    "lane_seq",
+    "target_key",
+    "attempt",
+    "max_attempts",
+    "reclaims",
+    "payload",
+    "created_at",
+)
+_LANE_COLUMNS = ("family", "lane_key", "head_seq", "next_seq")
+
+
 def _bump_lanes(lanes: Table, dialect: str) -> Any:
     """Insert each lane row with its sequences taken (`next_seq` = 1 + count), or add the
     count to an existing row's `next_seq`: one statement for a batch of lanes."""
@@ -149,7 +168,7 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
         dialect,
         [lanes.c.family, lanes.c.lane_key],
         lambda incoming: {"next_seq": lanes.c.next_seq + incoming.next_seq - one},
-    )
+    ).values(fast_sql.row_values(lanes, _LANE_COLUMNS))
 
 
 _NOW = db_now_ms().select()
@@ -162,6 +181,7 @@ class WorkStore:
         self.lease_ms = lease_ms
         self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
         self._bumps: dict[str, Any] = {}  # `_bump_lanes` per dialect
+        self._target_inserts: dict[str, Any] = {}  # `_insert_targets` per dialect
 
     # ------------------------------------------------------------------ enqueue
     async def ensure_queue(
@@ -225,8 +245,9 @@ class WorkStore:
         sequences = await self._allocate_lane_seqs(conn, items)
         targets = sorted({(i.family, i.target_key) for i in items if i.target_key})
         if targets:
-            await conn.execute(
-                insert_ignore(self.t.target_lanes, dialect),
+            await fast_sql.execute(
+                conn,
+                self._insert_targets(dialect),
                 [{"family": f, "target_key": k} for f, k in targets],
             )
         now = int((await fast_sql.execute(conn, _NOW)).scalar_one())
@@ -249,7 +270,7 @@ class WorkStore:
                     "created_at": now,
                 }
             )
-        await conn.execute(insert(self.t.items), rows)
+        await fast_sql.execute(conn, self._insert_items, rows)
         await fast_sql.execute(
             conn,
             self._touch_queues,
@@ -273,7 +294,8 @@ class WorkStore:
         if not wanted:
             return {}
         ordered = sorted(wanted.items())  # one lock order for every enqueuer
-        await conn.execute(
+        await fast_sql.execute(
+            conn,
             self._bump(conn.dialect.name),
             [
                 {"family": f, "lane_key": k, "head_seq": 1, "next_seq": 1 + len(indexes)}
@@ -297,23 +319,29 @@ class WorkStore:
     # ------------------------------------------------------------------ claim
     async def admitted_families(self, conn: AsyncConnection) -> dict[str, int]:
         """The families this owner may claim now, with their current epochs."""
-        f = self.t.families
-        rows = await conn.execute(
-            select(f.c.family, f.c.ownership_epoch).where(
-                f.c.owner == self.owner, f.c.admitting.is_(True)
-            )
-        )
+        rows = await fast_sql.execute(conn, self._admitted)
         return {str(r[0]): int(r[1]) for r in rows}
 
     async def active_queues(self, conn: AsyncConnection) -> list[tuple[str, str, int]]:
+        rows = await fast_sql.execute(conn, self._active_queues)
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    @functools.cached_property
+    def _admitted(self) -> Select[Any]:
+        f = self.t.families
+        return select(f.c.family, f.c.ownership_epoch).where(
+            f.c.owner == self.owner, f.c.admitting.is_(True)
+        )
+
+    @functools.cached_property
+    def _active_queues(self) -> Select[Any]:
         q, f = self.t.queues, self.t.families
-        rows = await conn.execute(
+        return (
             select(q.c.family, q.c.queue_class, q.c.weight)
             .join(f, f.c.family == q.c.family)
             .where(f.c.owner == self.owner, f.c.admitting.is_(True))
             .order_by(q.c.family, q.c.queue_class)
         )
-        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
     def _epoch_holds(self, family: Any, epoch: Any, *, claiming: bool = False) -> Any:
         """The family is still at `epoch`; to claim, it must also admit this owner. (Holders
@@ -413,6 +441,52 @@ class WorkStore:
         )
 
     @functools.cached_property
+    def _take_target_lane(self) -> Any:
+        """`claim`'s target lane CAS: b_family, b_key, b_id (the item), b_token. The lane is
+        free, or its lease expired and its holder no longer runs under it."""
+        items, targets = self.t.items, self.t.target_lanes
+        now = db_now_ms()
+        holder_runs = (  # the lane's holder still runs under it (expired or not)
+            select(items.c.id)
+            .where(
+                items.c.id == targets.c.holder_id,
+                items.c.lease_token == targets.c.holder_token,
+                items.c.state == PROCESSING,
+            )
+            .exists()
+        )
+        return (
+            update(targets)
+            .where(
+                targets.c.family == bindparam("b_family"),
+                targets.c.target_key == bindparam("b_key"),
+                or_(
+                    targets.c.holder_id.is_(None),
+                    and_(targets.c.lease_until < now, ~holder_runs),
+                ),
+            )
+            .values(
+                holder_id=bindparam("b_id"),
+                holder_token=bindparam("b_token"),
+                lease_until=now + self.lease_ms,
+            )
+        )
+
+    @functools.cached_property
+    def _free_targets(self) -> Any:
+        """Release the target lanes b_ids hold under b_token in family b_family."""
+        targets = self.t.target_lanes
+        return (
+            update(targets)
+            .where(
+                targets.c.family == bindparam("b_family"),
+                targets.c.holder_token == bindparam("b_token"),
+                targets.c.holder_id.in_(bindparam("b_ids", expanding=True)),
+            )
+            .values(holder_id=None, holder_token=None, lease_until=None)
+        )
+
+    @functools.cached_property
     def _carrying(self) -> Any:
         """Ids of b_ids carrying the token b_token."""
         items = self.t.items
@@ -502,10 +576,24 @@ class WorkStore:
             lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
         )
 
+    @functools.cached_property
+    def _insert_items(self) -> Any:
+        """Executemany: one row per item, by `ITEM_COLUMNS`."""
+        return insert(self.t.items).values(fast_sql.row_values(self.t.items, ITEM_COLUMNS))
+
     def _bump(self, dialect: str) -> Any:
         if dialect not in self._bumps:
             self._bumps[dialect] = _bump_lanes(self.t.source_lanes, dialect)
         return self._bumps[dialect]
+
+    def _insert_targets(self, dialect: str) -> Any:
+        """Executemany: family, target_key (a target lane row starts free)."""
+        if dialect not in self._target_inserts:
+            targets = self.t.target_lanes
+            self._target_inserts[dialect] = insert_ignore(targets, dialect).values(
+                fast_sql.row_values(targets, ("family", "target_key"))
+            )
+        return self._target_inserts[dialect]
 
     async def has_claimable(self, conn: AsyncConnection, family: str, queue_class: str) -> bool:
         """Would a claim find anything? A read (no write lock, no claim turn), for pollers
@@ -539,8 +627,6 @@ class WorkStore:
         """Claim up to `limit` claimable items in one transaction: candidates through the
         covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
         fresh token; the winners are the rows carrying it."""
-        items, targets = self.t.items, self.t.target_lanes
-        now = db_now_ms()
         await self._take_claim_turn(conn, family, queue_class)
         params = {"family": family, "queue_class": queue_class, "limit": limit}
         rows = (await fast_sql.execute(conn, self._candidates, params)).rows
@@ -551,15 +637,6 @@ class WorkStore:
         ids: list[str] = []
         held: list[str] = []
         taken: set[str] = set()
-        holder_runs = (  # the lane's holder still runs under it (expired or not)
-            select(items.c.id)
-            .where(
-                items.c.id == targets.c.holder_id,
-                items.c.lease_token == targets.c.holder_token,
-                items.c.state == PROCESSING,
-            )
-            .exists()
-        )
         for item_id, row in candidates.items():
             target_key = row[1]
             if target_key is None:
@@ -568,17 +645,10 @@ class WorkStore:
             if target_key in taken:
                 continue
             taken.add(target_key)
-            acquired = await conn.execute(
-                update(targets)
-                .where(
-                    targets.c.family == family,
-                    targets.c.target_key == target_key,
-                    or_(
-                        targets.c.holder_id.is_(None),
-                        and_(targets.c.lease_until < now, ~holder_runs),
-                    ),
-                )
-                .values(holder_id=item_id, holder_token=token, lease_until=now + self.lease_ms)
+            acquired = await fast_sql.execute(
+                conn,
+                self._take_target_lane,
+                {"b_family": family, "b_key": target_key, "b_id": item_id, "b_token": token},
             )
             if acquired.rowcount == 1:
                 ids.append(item_id)
@@ -742,15 +812,10 @@ class WorkStore:
         """Release the target lanes these items hold under `token` (none held: no-op)."""
         if not holder_ids:
             return
-        targets = self.t.target_lanes
-        await conn.execute(
-            update(targets)
-            .where(
-                targets.c.family == family,
-                targets.c.holder_token == token,
-                targets.c.holder_id.in_(list(holder_ids)),
-            )
-            .values(holder_id=None, holder_token=None, lease_until=None)
+        await fast_sql.execute(
+            conn,
+            self._free_targets,
+            {"b_family": family, "b_token": token, "b_ids": list(holder_ids)},
         )
 
     async def _move_lanes(
