@@ -1,23 +1,30 @@
-"""Streaming reverse proxy: one upstream request per client request, bodies never buffered.
+"""Streaming reverse proxy: one upstream request per client request, bodies never buffered
+beyond 256 KiB.
 
 Admission happens before a byte goes upstream: a declared Content-Length above the limit is a
 413 at once; an undeclared (chunked) body is counted as it streams and the upstream request
 is aborted as soon as it passes the limit. Connection failures are 502, timeouts 504, each
-with the JSON error body every Nexus role uses.
+with the JSON error body every Nexus role uses. The HTTP/1.1 client underneath is
+`nexus.gateway.upstream` (ADR 0051).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
-import aiohttp
-import yarl
 from prometheus_client import Counter
 from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import PayloadTooLarge, UpstreamError, UpstreamTimeout
 from nexus.gateway.route_table import Route
+from nexus.gateway.upstream import (
+    UpstreamConnection,
+    UpstreamFailure,
+    UpstreamPool,
+    begin_exchange,
+    exchange,
+)
 from nexus.platform.http import REQUEST_ID_HEADER
 from nexus.platform.observability import get_logger
 
@@ -47,6 +54,13 @@ _NOT_RELAYED = HOP_BY_HOP | {
 }
 #: Headers that only Nexus roles set for one another; a client can never supply them.
 INTERNAL_HEADER_PREFIX = "x-nexus-"
+_INTERNAL_PREFIX_RAW = INTERNAL_HEADER_PREFIX.encode()
+#: Client headers the gateway replaces when it writes the request: the body's framing
+#: (Content-Length or chunked, as the gateway sends it) and `Expect` (the gateway has read,
+#: or is streaming, the body already; the upstream must not answer 100 Continue).
+_NOT_RELAYED_RAW = frozenset(name.encode() for name in _NOT_RELAYED | {"content-length", "expect"})
+#: Methods whose requests carry a Content-Length even when the body is empty.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 UPSTREAM_POOL_LIMIT = 512
 #: Upstream answers up to this size (declared by Content-Length) are relayed in one piece.
@@ -61,6 +75,15 @@ UPSTREAM_REQUESTS = Counter(
 )
 
 log = get_logger(__name__)
+_counters: dict[tuple[str, str], Any] = {}
+
+
+def _count(upstream: str, outcome: str) -> None:
+    """One more request for (upstream, outcome); the counter's children are looked up once."""
+    child = _counters.get((upstream, outcome))
+    if child is None:
+        child = _counters[upstream, outcome] = UPSTREAM_REQUESTS.labels(upstream, outcome)
+    child.inc()
 
 
 class _BodyTooLarge(Exception):
@@ -71,108 +94,91 @@ class _ClientGone(Exception):
     pass
 
 
-class _LimitedBody:
-    """The client's body, counted as it streams; remembers when it passed the limit (the
-    HTTP client may wrap the exception raised from inside the stream)."""
-
-    def __init__(self, receive: Receive, limit: int) -> None:
-        self.receive = receive
-        self.limit = limit
-        self.exceeded = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
-        while True:
-            message = await self.receive()
-            if message["type"] == "http.disconnect":
-                raise _ClientGone
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.limit:
-                self.exceeded = True
-                raise _BodyTooLarge
-            if chunk:
-                yield chunk
-            if not message.get("more_body", False):
-                return
+class UpstreamBrokeOff(Exception):
+    """The upstream stopped in the middle of an answer already being relayed: the client's
+    connection is closed with the answer cut short (nothing else can be done once it started)."""
 
 
-def _failure_kind(exc: BaseException) -> str:
-    """Classify a failed upstream exchange: `connect` (502), `timeout` (504), `broken` (502)."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ClientConnectorError):
-        return "connect"
-    if isinstance(exc, TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
-        return "timeout"
-    return "broken"
-
-
-def upstream_session(*, connections: int = UPSTREAM_POOL_LIMIT) -> aiohttp.ClientSession:
-    """The gateway's one upstream pool: aiohttp, no cookie jar (cookies pass through as plain
-    headers, so one caller's Set-Cookie never rides along on another caller's request), no
-    proxies or settings from the environment, no decompression.
-
-    httpcore's pool costs grow with the number of pooled connections (ADR 0007); httpx's API
-    on top of aiohttp cost about a third of the gateway's CPU per proxied request (ADR 0035).
+def upstream_pools(
+    urls: dict[str, str], *, connections: int, connect_timeout: float, read_timeout: float
+) -> dict[str, UpstreamPool]:
+    """One keep-alive pool per distinct upstream URL, keyed by URL (several route-table
+    upstreams may share one). No cookies are kept (cookies pass through as plain headers, so
+    one caller's Set-Cookie never rides along on another caller's request), nothing comes
+    from the environment, nothing is decompressed: the client has none of those features.
     """
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections, keepalive_timeout=30),
-        auto_decompress=False,
-        trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-    )
-
-
-def upstream_timeout(*, timeout: float, connect_timeout: float) -> aiohttp.ClientTimeout:
-    """`timeout` between reads of the upstream's answer, `connect_timeout` to connect."""
-    return aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=timeout)
+    return {
+        url: UpstreamPool(
+            url,
+            limit=connections,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        for url in dict.fromkeys(urls.values())
+    }
 
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where a matched route goes and how: the pool, its limits, the body limit."""
+    """Where a matched route goes: the upstream's pool (and its timeouts), the body limit."""
 
-    session: aiohttp.ClientSession
-    limits: aiohttp.ClientTimeout
-    base_url: str
+    pool: UpstreamPool
     body_limit: int
 
 
-def _request_headers(
-    scope: Scope, request_id: str
-) -> tuple[list[tuple[str, str]], int | None, bool]:
-    """The headers sent upstream, the declared body length, and whether a body follows."""
-    headers: list[tuple[str, str]] = []
+def _request_head(
+    scope: Scope, request_id: str, target: bytes, host: bytes
+) -> tuple[bytes, int | None, bool]:
+    """The request line and headers sent upstream (without the body's framing header and
+    the blank line), the declared body length, and whether the client sent a chunked body."""
+    lines = [scope["method"].encode(), b" ", target, b" HTTP/1.1\r\nhost: ", host, b"\r\n"]
     declared: int | None = None
     chunked = False
-    prior = host = ""
-    for raw_name, raw_value in scope["headers"]:
-        name = raw_name.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        if name == "content-length":
+    prior = client_host = b""
+    for raw_name, value in scope["headers"]:
+        name = raw_name.lower()
+        if name == b"content-length":
             declared = int(value) if value.isdigit() else None
-        elif name == "transfer-encoding":
+        elif name == b"transfer-encoding":
             chunked = True
-        elif name == "x-forwarded-for":
+        elif name == b"x-forwarded-for":
             prior = value
-        elif name == "host":
-            host = value
-        if name in _NOT_RELAYED or name.startswith(INTERNAL_HEADER_PREFIX):
+        elif name == b"host":
+            client_host = value
+        if name in _NOT_RELAYED_RAW or name.startswith(_INTERNAL_PREFIX_RAW):
             continue
-        headers.append((name, value))
+        lines += (name, b": ", value, b"\r\n")
     client = scope.get("client")
-    address = client[0] if client else ""
-    headers += [
-        (REQUEST_ID_HEADER, request_id),
-        ("x-forwarded-for", f"{prior}, {address}" if prior else address),
-        ("x-forwarded-proto", scope.get("scheme", "http")),
-        ("x-forwarded-host", host),
-    ]
-    return headers, declared, chunked or bool(declared)
+    address = client[0].encode() if client else b""
+    forwarded_for = prior + b", " + address if prior else address
+    proto = scope.get("scheme", "http").encode()
+    lines += (
+        b"x-request-id: ",
+        request_id.encode(),
+        b"\r\nx-forwarded-for: ",
+        forwarded_for,
+        b"\r\nx-forwarded-proto: ",
+        proto,
+        b"\r\nx-forwarded-host: ",
+        client_host,
+        b"\r\n",
+    )
+    return b"".join(lines), declared, chunked
+
+
+def _target(scope: Scope, route: Route, pool: UpstreamPool) -> bytes:
+    """The upstream request target: the client's path as it sent it (no normalisation), with
+    the route's rewrite and the upstream URL's own path in front, and the query string."""
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    path = pool.path_prefix + route.upstream_path(raw_path.decode("latin-1"))
+    query = scope.get("query_string", b"")
+    target = path.encode("latin-1")
+    return target + b"?" + query if query else target
 
 
 async def _read_declared(receive: Receive, declared: int) -> bytes:
-    """A body of declared length, read whole (at most the body limit): sent upstream in one
-    piece instead of streamed through a payload wrapper."""
+    """A body of declared length, read whole (at most the body limit): sent upstream in the
+    same write as the request head."""
     parts: list[bytes] = []
     seen = 0
     while True:
@@ -185,7 +191,54 @@ async def _read_declared(receive: Receive, declared: int) -> bytes:
             raise _BodyTooLarge
         parts.append(chunk)
         if not message.get("more_body", False):
-            return b"".join(parts)
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def _send_streamed(
+    pool: UpstreamPool,
+    head: bytes,
+    receive: Receive,
+    *,
+    declared: int | None,
+    limit: int,
+    head_only: bool,
+) -> UpstreamConnection:
+    """Stream the client's body upstream as it arrives (sized, or chunked when the client
+    declared no length), counted against the limit; wait for the answer's head.
+
+    Past the limit, or when the client goes away, the upstream connection is aborted: the
+    upstream sees a cut-off request, never a complete one. Never retried: the body is gone.
+    """
+    conn = await begin_exchange(pool, head_only=head_only)
+    try:
+        chunked = declared is None
+        if declared is None:
+            framing = b"transfer-encoding: chunked\r\n\r\n"
+        else:
+            framing = b"content-length: %d\r\n\r\n" % declared
+        conn.write(head + framing)
+        seen = 0
+        while not conn.closed:  # an upstream that answered early and closed takes no more
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > limit:
+                raise _BodyTooLarge
+            if chunk:
+                conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+                await conn.drain()
+            if not message.get("more_body", False):
+                if chunked:
+                    conn.write(b"0\r\n\r\n")
+                break
+        await conn.read_head()
+    except BaseException:
+        conn.abort()
+        pool.release(conn)
+        raise
+    return conn
 
 
 async def forward(
@@ -200,76 +253,68 @@ async def forward(
     """Relay one request to `upstream` and its answer back; failures raise `NexusError`s
     (answered by the caller) as long as nothing of the answer has been sent."""
     name = str(route.upstream)
-    headers, declared, has_body = _request_headers(scope, request_id)
+    pool = upstream.pool
+    method = scope["method"]
+    head_only = method == "HEAD"
+    head, declared, chunked = _request_head(
+        scope, request_id, _target(scope, route, pool), pool.host_header
+    )
     limit = upstream.body_limit
     if declared is not None and declared > limit:
-        UPSTREAM_REQUESTS.labels(name, "rejected_413").inc()
+        _count(name, "rejected_413")
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
-    raw_path = scope.get("raw_path") or scope["path"].encode()
-    path = route.upstream_path(raw_path.decode("latin-1"))
-    query = scope.get("query_string", b"").decode("latin-1")
-    target = yarl.URL(upstream.base_url + path + ("?" + query if query else ""))
-    streamed: _LimitedBody | None = None
-    body: bytes | _LimitedBody | None = None
     try:
-        if declared is not None and declared <= BUFFERED_REQUEST_LIMIT:
-            body = await _read_declared(receive, declared)
-        elif has_body:
-            body = streamed = _LimitedBody(receive, limit)
-        answer = await upstream.session.request(
-            scope["method"],
-            target,
-            headers=headers,
-            data=body,
-            allow_redirects=False,
-            compress=None,
-            timeout=upstream.limits,
-        )
+        if chunked or (declared is not None and declared > BUFFERED_REQUEST_LIMIT):
+            conn = await _send_streamed(
+                pool, head, receive, declared=declared, limit=limit, head_only=head_only
+            )
+        else:
+            body = await _read_declared(receive, declared) if declared else b""
+            if body or method in _BODY_METHODS:
+                head += b"content-length: %d\r\n" % len(body)
+            conn = await exchange(pool, method, head + b"\r\n" + body, head_only=head_only)
     except _ClientGone:
-        UPSTREAM_REQUESTS.labels(name, "client_gone").inc()
+        _count(name, "client_gone")
         return
-    except (aiohttp.ClientError, _BodyTooLarge, TimeoutError) as exc:
-        if isinstance(exc, _BodyTooLarge) or (streamed is not None and streamed.exceeded):
-            UPSTREAM_REQUESTS.labels(name, "rejected_413").inc()
-            raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
-        kind = _failure_kind(exc)
-        UPSTREAM_REQUESTS.labels(name, kind).inc()
-        log.warning("gateway.upstream_failed", upstream=name, kind=kind)
-        if kind == "timeout":
+    except _BodyTooLarge:
+        _count(name, "rejected_413")
+        raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
+    except UpstreamFailure as failure:
+        _count(name, failure.kind)
+        log.warning("gateway.upstream_failed", upstream=name, kind=failure.kind)
+        if failure.kind == "timeout":
             raise UpstreamTimeout(f"upstream {name} did not answer in time") from None
         raise UpstreamError(f"upstream {name} is not reachable") from None
     try:
-        await _relay_answer(send, answer, name, head_only=scope["method"] == "HEAD")
+        await _relay_answer(send, conn, name, head_only=head_only)
     finally:
-        answer.release()
+        pool.release(conn)
 
 
 async def _relay_answer(
-    send: Send, answer: aiohttp.ClientResponse, name: str, *, head_only: bool
+    send: Send, conn: UpstreamConnection, name: str, *, head_only: bool
 ) -> None:
-    UPSTREAM_REQUESTS.labels(name, str(answer.status)).inc()
-    headers = [
-        (k.lower(), v) for k, v in answer.raw_headers if k.lower() not in _RESPONSE_SKIPPED_RAW
-    ]
-    sized = answer.content_length is not None and answer.content_length <= BUFFERED_RESPONSE_LIMIT
-    if sized or head_only:
-        # Small, sized answers are read whole: one body message, no streaming.
+    _count(name, str(conn.status))
+    headers = [(k, v) for k, v in conn.headers if k not in _RESPONSE_SKIPPED_RAW]
+    length = conn.content_length
+    if head_only or conn.complete or (length is not None and length <= BUFFERED_RESPONSE_LIMIT):
+        # Small, sized answers (and any answer already in whole) go out in one body message.
         try:
-            content = b"" if head_only else await answer.read()
-        except (aiohttp.ClientError, TimeoutError):
-            UPSTREAM_REQUESTS.labels(name, "broken_response").inc()
+            content = await conn.read_body()
+        except UpstreamFailure:
+            _count(name, "broken_response")
             raise UpstreamError(f"upstream {name} broke off its answer") from None
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.start", "status": conn.status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
         return
-    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.start", "status": conn.status, "headers": headers})
     try:
-        async for chunk in answer.content.iter_any():
+        while chunk := await conn.next_chunk():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    except (aiohttp.ClientError, TimeoutError):
+    except UpstreamFailure:
         # the answer has started: all that can be done is to end it short (the client sees
         # a body shorter than declared, or an unterminated chunked body)
-        UPSTREAM_REQUESTS.labels(name, "broken_response").inc()
+        _count(name, "broken_response")
         log.warning("gateway.upstream_broke_off", upstream=name)
-        raise
+        raise UpstreamBrokeOff(f"upstream {name} broke off its answer") from None
     await send({"type": "http.response.body", "body": b""})
