@@ -14,7 +14,7 @@ runtime-worker applying the commands (upserts of Contacts through the record use
    commands applied/s.
 3. steady: `--rate` commands/s for 20 s with the worker running: time from the accept
    commit to the record change committed (both database clock: the item's created_at and
-   finished_at), p50/p99.
+   finished_at), p50/p99, and runtime-worker's CPU per command at that rate.
 Checks afterwards that every command succeeded and each Contact has one version per command.
 """
 
@@ -224,7 +224,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
             async with reading(db.engine) as conn:
                 mark = int((await conn.execute(select(func.max(items.c.created_at)))).scalar_one())
             steady = int(args.rate * 20)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds(worker.process.pid)
             tasks = []
             for n in range(steady):
                 delay = started + n / args.rate - time.perf_counter()
@@ -234,6 +234,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
             await asyncio.gather(*tasks)
             while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
                 await asyncio.sleep(0.05)
+            steady_cpu = cpu_seconds(worker.process.pid) - cpu
             async with reading(db.engine) as conn:
                 waits = [
                     float(r[0])
@@ -248,7 +249,10 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
                 "commands": len(waits),
                 "accept_to_applied_p50_ms": round(percentile(waits, 0.5), 1),
                 "accept_to_applied_p99_ms": round(percentile(waits, 0.99), 1),
+                # small groups at a steady rate, idle polls included (not a burn-down's 64)
+                "worker_cpu_ms_per_command": round(steady_cpu * 1000 / max(1, len(waits)), 2),
             }
+            print("steady", json.dumps(result["steady"]), file=sys.stderr, flush=True)
         finally:
             worker.process.send_signal(signal.SIGTERM)
             worker.process.wait(timeout=30)

@@ -6,14 +6,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, delete, insert, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nexus.identity import models as im
+from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore
 from nexus.platform.workqueue.store import QueuePolicy
 from nexus.runtime.metadata import models as m
+
+#: runtime-worker asks it once per group and caller: built once, run through `fast_sql`
+#: (strings and an integer back, no result processing).
+_ACTIVE_USER = (
+    select(im.user.c.user_id, im.org.c.security_epoch)
+    .join(im.org, im.org.c.org_id == im.user.c.org_id)
+    .where(
+        im.user.c.org_id == bindparam("org_id"),
+        im.user.c.user_id == bindparam("user_id"),
+        im.user.c.is_active.is_(True),
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -74,12 +87,11 @@ class InboxRepository:
 
     async def active_user(self, org_id: str, user_id: str) -> RunAs | None:
         """The run-as user of an accepted command, if still active (and the org's epoch)."""
-        u, o = im.user, im.org
         row = (
-            await self.session.execute(
-                select(u.c.user_id, o.c.security_epoch)
-                .join(o, o.c.org_id == u.c.org_id)
-                .where(u.c.org_id == org_id, u.c.user_id == user_id, u.c.is_active.is_(True))
+            await fast_sql.execute(
+                await self.session.connection(),
+                _ACTIVE_USER,
+                {"org_id": org_id, "user_id": user_id},
             )
         ).first()
         return None if row is None else RunAs(str(row[0]), int(row[1]))

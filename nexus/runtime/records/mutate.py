@@ -32,7 +32,8 @@ from nexus.contracts.records import (
     MutateResponse,
     RecordError,
 )
-from nexus.platform.db import read_db_now_ms
+from nexus.platform import fast_sql
+from nexus.platform.db import db_now_ms
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
@@ -49,6 +50,8 @@ from nexus.runtime.schema.spec import column_name
 from nexus.runtime.search.index import index_changes
 
 log = get_logger(__name__)
+#: The database clock, once per mutation: built once, through `fast_sql` (an integer back).
+_DB_NOW_MS = db_now_ms().select()
 
 
 class AllOrNoneRolledBack(Exception):
@@ -126,14 +129,9 @@ async def mutate(
             f"a batch has at most {MAX_BATCH} items ({len(request.items)} given)",
             code=ErrorCategory.LIMIT_EXCEEDED.value,
         )
-    ctx = _Context(
-        session,
-        view,
-        access,
-        caller,
-        RecordStore(session, caller.org_id),
-        await read_db_now_ms(session),
-    )
+    store = RecordStore(session, caller.org_id)
+    now_ms = int((await fast_sql.execute(await store.connection(), _DB_NOW_MS)).scalar_one())
+    ctx = _Context(session, view, access, caller, store, now_ms)
     work = [_Work(index=i, item=item) for i, item in enumerate(request.items)]
     await _replay(ctx, work)
     pending = [w for w in work if w.result is None]
@@ -441,20 +439,26 @@ async def _check_references(ctx: _Context, obj: ObjectDef, work: list[_Work]) ->
                 )
 
 
-async def _check_unique(ctx: _Context, obj: ObjectDef, work: list[_Work]) -> None:
+async def _check_unique(
+    ctx: _Context, obj: ObjectDef, work: list[_Work], prior: dict[str, Any] | None = None
+) -> None:
+    """Unique and external id values: not held by another record, not twice in the batch.
+    `prior` (updates: the rows before, by id): a value the record holds already is held by
+    it alone (the unique index says so), so it is not looked up again."""
     table = ctx.view.table(obj)
     for definition in obj.all_fields():
         if not (definition.unique or definition.external_id):
             continue
         column = column_name(definition.api_name)
         candidates = [w for w in work if w.values.get(column) is not None]
+        kept = {w.index for w in candidates if _holds(prior, w, column)}
         existing = await ctx.store.existing_values(
-            table, column, (w.values[column] for w in candidates)
+            table, column, (w.values[column] for w in candidates if w.index not in kept)
         )
         seen: dict[Any, int] = {}
         for w in candidates:
             value = w.values[column]
-            holder = existing.get(value)
+            holder = w.record_id if w.index in kept else existing.get(value)
             if (holder is not None and holder != w.record_id) or value in seen:
                 w.fail(
                     _err(
@@ -464,6 +468,12 @@ async def _check_unique(ctx: _Context, obj: ObjectDef, work: list[_Work]) -> Non
                     )
                 )
             seen[value] = w.index
+
+
+def _holds(prior: dict[str, Any] | None, w: _Work, column: str) -> bool:
+    """Whether the record already holds the value the item sets in `column`."""
+    row = None if prior is None else prior.get(w.record_id or "")
+    return row is not None and row[column] == w.values[column]
 
 
 def _by_object(work: list[_Work]) -> dict[str, tuple[ObjectDef, list[_Work]]]:
@@ -520,7 +530,7 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             for w, row in zip(valid, rows, strict=True):
                 w.saved = blank | row
         await index_changes(
-            ctx.session,
+            await ctx.store.connection(),
             org_id=ctx.caller.org_id,
             obj=obj,
             changes=[(r["id"], None, r) for r in rows],
@@ -584,7 +594,7 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
         await _apply_logic(ctx, obj, gated)
         live = [w for w in members if not w.failed]
         await _check_references(ctx, obj, live)
-        await _check_unique(ctx, obj, live)
+        await _check_unique(ctx, obj, live, rows)
         live = [w for w in members if not w.failed]
         by_columns: dict[tuple[str, ...], list[_Work]] = defaultdict(list)
         for w in live:
@@ -614,7 +624,7 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
                         w.saved = {**old, **w.values, **ctx.audit()}
         await ctx.store.record_history(history)
         await index_changes(
-            ctx.session,
+            await ctx.store.connection(),
             org_id=ctx.caller.org_id,
             obj=obj,
             changes=[

@@ -2,25 +2,97 @@
 
 Statements are per object and per batch, never per record: `IN (...)` reads and executemany
 writes, so the count for a use case depends on the objects involved, not on the rows.
+
+The hot ones (a command group's upserts: the unique-value lookups, the inserts, updates and
+history rows) are built once per table and shape (`_built`: bound parameters, no per-call
+construction or cache key) and run through `fast_sql`: straight on the sqlite3 connection
+when the session's connection is an on-loop SQLite one (runtime-worker), `conn.execute`
+otherwise. Only statements whose selected columns need no result processing (strings) read
+that way; reads of typed columns stay on SQLAlchemy's result handling (ADR 0052).
 """
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, insert, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    Table,
+    and_,
+    bindparam,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from nexus.platform import fast_sql
 from nexus.runtime.metadata import models as m
+
+#: Built statements kept (a few per record table and shape; tables of a reloaded metadata
+#: view replace the old ones, which age out).
+BUILT_MAX = 512
+_statements: collections.OrderedDict[tuple[Hashable, ...], Any] = collections.OrderedDict()
+
+
+def _built(key: tuple[Hashable, ...], build: Callable[[], Any]) -> Any:
+    """The statement `build` makes for `key` (tables are keyed by identity), built once:
+    `fast_sql` compiles a statement once per identity, SQLAlchemy finds it in its cache
+    without rebuilding its cache key from a fresh construction."""
+    statement = _statements.get(key)
+    if statement is None:
+        statement = _statements[key] = build()
+        if len(_statements) > BUILT_MAX:
+            _statements.popitem(last=False)
+    else:
+        _statements.move_to_end(key)
+    return statement
+
+
+def _values_of(table: Table, column: str) -> Any:
+    """`SELECT column, id ... WHERE org_id = :org_id AND column IN :values`."""
+    return select(table.c[column], table.c.id).where(
+        table.c.org_id == bindparam("org_id"),
+        table.c[column].in_(bindparam("values", expanding=True)),
+    )
+
+
+def _insert_of(table: Table, columns: tuple[str, ...]) -> Any:
+    return insert(table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+
+
+def _update_of(table: Table, columns: tuple[str, ...]) -> Any:
+    return (
+        update(table)
+        .where(
+            table.c.org_id == bindparam("b_org_id"),
+            table.c.id == bindparam("b_id"),
+            table.c.row_version == bindparam("b_row_version"),
+        )
+        .values(
+            {c: bindparam(f"v_{c}", type_=table.c[c].type) for c in columns}
+            | {"row_version": table.c.row_version + 1}
+        )
+    )
 
 
 class RecordStore:
     def __init__(self, session: AsyncSession, org_id: str) -> None:
         self.session = session
         self.org_id = org_id
+        self._connection: AsyncConnection | None = None
+
+    async def connection(self) -> AsyncConnection:
+        """The session's connection (in its transaction), asked for once."""
+        if self._connection is None:
+            self._connection = await self.session.connection()
+        return self._connection
 
     async def rows(
         self,
@@ -79,19 +151,22 @@ class RecordStore:
         wanted = [v for v in set(values) if v is not None]
         if not wanted:
             return {}
-        stmt = select(table.c[column], table.c.id).where(
-            table.c.org_id == self.org_id, table.c[column].in_(wanted)
-        )
-        return {row[0]: str(row[1]) for row in await self.session.execute(stmt)}
+        stmt = _built(("values", table, column), lambda: _values_of(table, column))
+        params = {"org_id": self.org_id, "values": wanted}
+        if isinstance(table.c[column].type, String):  # strings back: no result processing
+            found = await fast_sql.execute(await self.connection(), stmt, params)
+            return {row[0]: str(row[1]) for row in found}
+        return {row[0]: str(row[1]) for row in await self.session.execute(stmt, params)}
 
     async def insert(self, table: Table, rows: list[dict[str, Any]]) -> None:
         """executemany INSERT; every row gets every column any row sets (None where unset):
         an executemany takes its column list from the first row and would silently drop
         values of later rows that set more fields."""
         if rows:
-            columns = {c for row in rows for c in row}
-            await self.session.execute(
-                insert(table), [{c: row.get(c) for c in columns} for row in rows]
+            columns = tuple(sorted({c for row in rows for c in row}))
+            stmt = _built(("insert", table, columns), lambda: _insert_of(table, columns))
+            await fast_sql.execute(
+                await self.connection(), stmt, [{c: row.get(c) for c in columns} for row in rows]
             )
 
     async def update_rows(
@@ -101,26 +176,14 @@ class RecordStore:
         Callers `lock` the rows first, so a short count means an invariant broke."""
         if not rows:
             return 0
-        stmt = (
-            update(table)
-            .where(
-                table.c.org_id == bindparam("b_org_id"),
-                table.c.id == bindparam("b_id"),
-                table.c.row_version == bindparam("b_row_version"),
-            )
-            .values(
-                {c: bindparam(f"v_{c}") for c in columns} | {"row_version": table.c.row_version + 1}
-            )
-        )
+        shape = tuple(columns)
+        stmt = _built(("update", table, shape), lambda: _update_of(table, shape))
         params = [
             {"b_org_id": self.org_id, "b_id": r["id"], "b_row_version": r["row_version"]}
             | {f"v_{c}": r[c] for c in columns}
             for r in rows
         ]
-        result = await self.session.execute(
-            stmt, params, execution_options={"synchronize_session": False}
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+        return (await fast_sql.execute(await self.connection(), stmt, params)).rowcount
 
     async def set_deleted(
         self,
@@ -225,7 +288,7 @@ class RecordStore:
 
     async def record_history(self, rows: list[dict[str, Any]]) -> None:
         if rows:
-            await self.session.execute(insert(m.field_history), rows)
+            await self.insert(m.field_history, rows)
 
     async def history(self, record_id: str, limit: int = 50) -> list[RowMapping]:
         t = m.field_history

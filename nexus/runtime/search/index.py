@@ -21,9 +21,22 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    select,
+    tuple_,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from nexus.platform import fast_sql
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
@@ -69,96 +82,133 @@ def _rowid(org_id: str, record_id: str, field_name: str) -> int:
     return int.from_bytes(digest[:8], "big") >> 1 or 1
 
 
+def _content(definition: FieldDef, value: Any) -> str:
+    """The text a field's value is indexed with; "" means no row."""
+    text = "" if value is None else str(value).strip()
+    if definition.type == "multi_picklist":
+        text = text.replace(";", " ")
+    return text[:MAX_CONTENT]
+
+
+def _entry(org_id: str, obj: ObjectDef, record_id: str, field: str, text: str) -> dict[str, Any]:
+    return {
+        "org_id": org_id,
+        "object_name": obj.api_name,
+        "record_id": record_id,
+        "field_name": field,
+        "content": text,
+    }
+
+
 def _entries(
     org_id: str, obj: ObjectDef, records: Iterable[tuple[str, Mapping[str, Any]]]
 ) -> list[dict[str, Any]]:
-    fields = searchable_fields(obj)
+    fields = [(f, column_name(f.api_name)) for f in searchable_fields(obj)]
     rows = []
     for record_id, values in records:
-        for definition in fields:
-            value = values.get(column_name(definition.api_name))
-            text = "" if value is None else str(value).strip()
-            if not text:
-                continue
-            if definition.type == "multi_picklist":
-                text = text.replace(";", " ")
-            rows.append(
-                {
-                    "org_id": org_id,
-                    "object_name": obj.api_name,
-                    "record_id": record_id,
-                    "field_name": definition.api_name,
-                    "content": text[:MAX_CONTENT],
-                }
-            )
+        for definition, column in fields:
+            text = _content(definition, values.get(column))
+            if text:
+                rows.append(_entry(org_id, obj, record_id, definition.api_name, text))
     return rows
 
 
+#: The index writes of a command group, built once (bound parameters; `fast_sql` runs them
+#: straight on runtime-worker's on-loop sqlite3 connection, `conn.execute` elsewhere).
+_ENTRY_COLUMNS = ("org_id", "object_name", "record_id", "field_name", "content")
+_FTS_INSERT = insert(fts_table).values(
+    {c: bindparam(c, type_=fts_table.c[c].type) for c in ("rowid", *_ENTRY_COLUMNS)}
+)
+_FTS_DELETE = delete(fts_table).where(fts_table.c.rowid == bindparam("rowid"))
+_INDEX_INSERT = insert(m.search_index).values(
+    {c: bindparam(c, type_=m.search_index.c[c].type) for c in _ENTRY_COLUMNS}
+)
+#: One statement (an executemany of DELETEs is a round trip per row on PyMySQL); the
+#: record ids narrow it to the primary key's range, the pairs pick the fields.
+_INDEX_DELETE = delete(m.search_index).where(
+    m.search_index.c.org_id == bindparam("org_id"),
+    m.search_index.c.record_id.in_(bindparam("record_ids", expanding=True)),
+    tuple_(m.search_index.c.record_id, m.search_index.c.field_name).in_(
+        bindparam("keys", expanding=True)
+    ),
+)
+
+
 async def _write(
-    session: AsyncSession,
+    conn: AsyncConnection,
     *,
     org_id: str,
-    obj: ObjectDef,
-    record_ids: Sequence[str],
+    stale: Sequence[tuple[str, str]],
     entries: list[dict[str, Any]],
-    replace: bool,
 ) -> None:
-    if session.get_bind().dialect.name == "sqlite":
-        if replace:
-            rowids = [
-                _rowid(org_id, record_id, f.api_name)
-                for record_id in record_ids
-                for f in searchable_fields(obj)
-            ]
-            await session.execute(delete(fts_table).where(fts_table.c.rowid.in_(rowids)))
+    """Remove the rows of `stale` (record id, field name) pairs, then add `entries`."""
+    if conn.dialect.name == "sqlite":
+        if stale:
+            rowids = [{"rowid": _rowid(org_id, record, field)} for record, field in stale]
+            await fast_sql.execute(conn, _FTS_DELETE, rowids)
         if entries:
             rows = [
                 {**e, "rowid": _rowid(org_id, e["record_id"], e["field_name"])} for e in entries
             ]
-            await session.execute(insert(fts_table), rows)
+            await fast_sql.execute(conn, _FTS_INSERT, rows)
         return
-    table = m.search_index
-    if replace:
-        await session.execute(
-            delete(table).where(table.c.org_id == org_id, table.c.record_id.in_(record_ids))
+    if stale:
+        await fast_sql.execute(
+            conn,
+            _INDEX_DELETE,
+            {
+                "org_id": org_id,
+                "record_ids": sorted({record for record, _ in stale}),
+                "keys": sorted(set(stale)),
+            },
         )
     if entries:
-        await session.execute(insert(table), entries)
+        await fast_sql.execute(conn, _INDEX_INSERT, entries)
+
+
+def _changed_entries(
+    org_id: str,
+    obj: ObjectDef,
+    changes: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    """For updates (id, row before, changed columns): the (record, field) rows whose text
+    changed, and their new entries (none for a field now empty). A field whose text is
+    unchanged keeps its row: it holds that text already."""
+    fields = [(f, column_name(f.api_name)) for f in searchable_fields(obj)]
+    stale: list[tuple[str, str]] = []
+    entries: list[dict[str, Any]] = []
+    for record_id, old, new in changes:
+        for definition, column in fields:
+            if column not in new:
+                continue
+            text = _content(definition, new[column])
+            if text == _content(definition, old.get(column)):
+                continue
+            stale.append((record_id, definition.api_name))
+            if text:
+                entries.append(_entry(org_id, obj, record_id, definition.api_name, text))
+    return stale, entries
 
 
 async def index_changes(
-    session: AsyncSession,
+    conn: AsyncConnection,
     *,
     org_id: str,
     obj: ObjectDef,
     changes: Sequence[tuple[str, Mapping[str, Any] | None, Mapping[str, Any]]],
 ) -> None:
-    """Index records of one object as written in this transaction: (id, row before or None
-    for a create, changed columns). Updates that touch no searchable column cost nothing;
-    the others replace the record's rows from the merged row (one delete, one insert)."""
-    columns = {column_name(f.api_name) for f in searchable_fields(obj)}
+    """Index records of one object as written in this transaction (`conn` is its
+    connection): (id, row before or None for a create, changed columns). A create adds a
+    row per non-empty searchable field; an update replaces the rows of the searchable fields
+    whose text it changed (one delete, one insert per group: an upsert that re-sends an
+    unchanged value costs nothing)."""
     created = [(i, new) for i, old, new in changes if old is None]
-    updated = [
-        (i, {**old, **new}) for i, old, new in changes if old is not None and columns & set(new)
-    ]
-    if created:
-        await _write(
-            session,
-            org_id=org_id,
-            obj=obj,
-            record_ids=[i for i, _ in created],
-            entries=_entries(org_id, obj, created),
-            replace=False,
-        )
-    if updated:
-        await _write(
-            session,
-            org_id=org_id,
-            obj=obj,
-            record_ids=[i for i, _ in updated],
-            entries=_entries(org_id, obj, updated),
-            replace=True,
-        )
+    stale, entries = _changed_entries(
+        org_id, obj, ((i, old, new) for i, old, new in changes if old is not None)
+    )
+    entries = _entries(org_id, obj, created) + entries
+    if stale or entries:
+        await _write(conn, org_id=org_id, stale=stale, entries=entries)
 
 
 async def rebuild_index(
@@ -208,12 +258,10 @@ async def rebuild_index(
                 break
             records = [(str(row["id"]), dict(row)) for row in page]
             await _write(
-                session,
+                await session.connection(),
                 org_id=org_id,
-                obj=obj,
-                record_ids=[i for i, _ in records],
+                stale=(),
                 entries=_entries(org_id, obj, records),
-                replace=False,
             )
             counts[obj.api_name] += len(page)
             last = records[-1][0]
