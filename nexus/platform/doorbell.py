@@ -7,15 +7,23 @@ new address to configure). It is a hint and may be lost: correctness never depen
 because the worker still polls (less often). It carries no data and nothing to trust: the
 worst a stranger can do is make the worker look sooner, and rings closer together than
 `min_gap_s` are coalesced into one, so a flood costs at most one cheap read per gap.
+
+Within a process, a loop that waits for some work says so with `answering(name, wake)`:
+`ring_here(name)` (the producer, after its commit) then wakes it directly, and the process's
+UDP listener answers a datagram `name` the same way, whatever `listening` was given. A
+process whose producers write work another process runs forwards the name to that process
+with `forwarding(names, doorbell)` (docs/adr/0055).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import urlsplit
 
 from nexus.platform.observability import get_logger
@@ -23,6 +31,55 @@ from nexus.platform.observability import get_logger
 log = get_logger(__name__)
 MIN_GAP_S = 0.002
 RESOLVE_RETRY_S = 30.0
+#: Who answers each bell in this process (`answering`), and the bells it sends on to another
+#: process (`forwarding`). The listener wakes only the first: a datagram is never sent on, so
+#: two processes (or two apps in one) never ring each other in a circle.
+_ANSWERING: dict[bytes, list[Callable[[], None]]] = {}
+_FORWARDING: dict[bytes, list[Callable[[], None]]] = {}
+
+
+@contextmanager
+def _registered(
+    table: dict[bytes, list[Callable[[], None]]], name: bytes, call: Callable[[], None]
+) -> Iterator[None]:
+    table.setdefault(name, []).append(call)
+    try:
+        yield
+    finally:
+        table[name].remove(call)
+        if not table[name]:
+            del table[name]
+
+
+def answering(name: bytes, wake: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+    """While the block runs, a ring of `name` in this process (or a datagram to its
+    listener) calls `wake` (on the loop's thread; it must be quick and never raise)."""
+    return _registered(_ANSWERING, name, wake)
+
+
+@contextmanager
+def forwarding(names: Collection[bytes], doorbell: Doorbell) -> Iterator[None]:
+    """While the block runs, a ring of one of `names` in this process also rings `doorbell`
+    (the process that runs that work)."""
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            ring = functools.partial(doorbell.ring, name)
+            stack.enter_context(_registered(_FORWARDING, name, ring))
+        yield
+
+
+def ring_here(name: bytes) -> None:
+    """New work for `name` may be waiting (call it after the commit that wrote it): wake
+    whoever answers it in this process and ring the process it is forwarded to. Nobody:
+    nothing happens, their poll finds it."""
+    _wake(name)
+    for ring in list(_FORWARDING.get(name, ())):
+        ring()
+
+
+def _wake(name: bytes) -> None:
+    for wake in list(_ANSWERING.get(name, ())):
+        wake()
 
 
 class _Listener(asyncio.DatagramProtocol):
@@ -33,7 +90,7 @@ class _Listener(asyncio.DatagramProtocol):
         self.pending: set[bytes] = set()
 
     def datagram_received(self, data: bytes, addr: object) -> None:
-        if data not in self.rings or data in self.pending:
+        if (data not in self.rings and data not in _ANSWERING) or data in self.pending:
             return  # unknown bells are ignored; one already scheduled covers this one
         wait = self.rung_at.get(data, float("-inf")) + self.min_gap_s - time.monotonic()
         if wait <= 0:
@@ -45,7 +102,10 @@ class _Listener(asyncio.DatagramProtocol):
     def _ring(self, name: bytes) -> None:
         self.pending.discard(name)
         self.rung_at[name] = time.monotonic()
-        self.rings[name]()
+        wake = self.rings.get(name)
+        if wake is not None:
+            wake()
+        _wake(name)
 
 
 @asynccontextmanager

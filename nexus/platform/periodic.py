@@ -24,31 +24,56 @@ def unless_cancelled() -> None:
         raise asyncio.CancelledError
 
 
+class Ticker:
+    """The handle `every` yields: `now()` runs the step at once instead of at the next tick
+    (callable from any thread; several calls before the step runs make one run)."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._due = asyncio.Event()
+        self._stopped = False
+
+    def now(self) -> None:
+        self._loop.call_soon_threadsafe(self._due.set)
+
+    async def wait(self, timeout_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._due.wait(), timeout_s)
+        self._due.clear()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._due.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+
 @asynccontextmanager
 async def every(
     interval_s: float, step: Callable[[], Awaitable[None]], *, name: str
-) -> AsyncIterator[None]:
-    """Run `step` now and then every `interval_s` seconds while the block runs. A failing
-    step is logged by its exception class (never its message: it may carry data) and tried
-    again at the next tick. Leaving the block lets a running step finish (up to
-    `STOP_GRACE_S`), then cancels it."""
-    stop = asyncio.Event()
+) -> AsyncIterator[Ticker]:
+    """Run `step` now and then every `interval_s` seconds (or at once on `Ticker.now()`)
+    while the block runs. A failing step is logged by its exception class (never its
+    message: it may carry data) and tried again at the next tick. Leaving the block lets a
+    running step finish (up to `STOP_GRACE_S`), then cancels it."""
+    ticker = Ticker()
 
     async def loop() -> None:
-        while not stop.is_set():
+        while not ticker.stopped:
             try:
                 await step()
             except Exception as exc:  # noqa: BLE001 - the next tick tries again
                 unless_cancelled()
                 log.warning("periodic.step_failed", step=name, error=type(exc).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval_s)
+            await ticker.wait(interval_s)
 
     task = asyncio.create_task(loop(), name=name)
     try:
-        yield
+        yield ticker
     finally:
-        stop.set()
+        ticker.stop()
         done, _ = await asyncio.wait([task], timeout=STOP_GRACE_S)
         if not done:
             task.cancel()

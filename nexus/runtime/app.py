@@ -13,7 +13,7 @@ from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.endpoints import router as identity_router
 from nexus.identity.setup import identity_lifespan
 from nexus.platform.db import session_factory
-from nexus.platform.doorbell import Doorbell, listening
+from nexus.platform.doorbell import Doorbell, forwarding, listening
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every, unless_cancelled
@@ -24,6 +24,7 @@ from nexus.runtime.admin_endpoints import router as admin_router
 from nexus.runtime.endpoints import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.imports.endpoints import router as imports_router
+from nexus.runtime.imports.jobs import BELL as IMPORTS_BELL
 from nexus.runtime.imports.runner import imports_lifespan
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
@@ -31,6 +32,7 @@ from nexus.runtime.inbox.loop import InboxLoop
 from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.outbox.queue import BELL as OUTBOX_BELL
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.release_endpoints import router as release_router
 from nexus.runtime.release_replicas import ReplicaHeartbeat
@@ -94,15 +96,17 @@ def _api_lifespan(
                 app.state.replica.step,
                 name="replica-heartbeat",
             )
-            try:
-                async with heartbeat:
-                    yield
-            finally:
-                resumer.cancel()
-                with suppress(asyncio.CancelledError):
-                    await resumer
-                bell.close()
-                await accept_engine.dispose()
+            # after-save flows and CSV imports written here run in runtime-worker: wake it
+            with forwarding([OUTBOX_BELL, IMPORTS_BELL], bell):
+                try:
+                    async with heartbeat:
+                        yield
+                finally:
+                    resumer.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await resumer
+                    bell.close()
+                    await accept_engine.dispose()
 
     return start
 

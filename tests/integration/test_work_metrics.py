@@ -1,6 +1,7 @@
 """`nexus_work_*` on the /metrics of the roles that run work (integration, runtime-worker),
 served on real sockets, on SQLite and MariaDB: queue gauges from the periodic count, labels
-family / queue_class / state only."""
+family / queue_class / state only; gauges nobody reads are not recounted every interval, and
+a read of a stale snapshot has it recounted at once (docs/adr/0055)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
+from prometheus_client import generate_latest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
@@ -19,6 +21,8 @@ from nexus.integration.app import create_app as integration_app
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.settings import Settings, load_settings
+from nexus.platform.workqueue import metrics
+from nexus.platform.workqueue.metrics import _Source, watching_queues
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.runtime.app import create_worker_app
 from nexus.runtime.metadata.models import inbox
@@ -101,3 +105,33 @@ async def test_runtime_worker_publishes_its_inbox_depth(
         await metrics_once(
             url, 'nexus_work_items{family="commands",queue_class="records",state="pending"} 2.0'
         )
+
+
+async def test_unread_gauges_rest_and_a_stale_read_recounts_them_at_once(
+    engines: tuple[AsyncEngine, AsyncEngine, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, engine, _ = engines
+    counts = 0
+    real_refresh = metrics.refresh
+
+    async def counting(engine: AsyncEngine, source: _Source) -> None:
+        nonlocal counts
+        counts += 1
+        await real_refresh(engine, source)
+
+    monkeypatch.setattr(metrics, "refresh", counting)
+    store = WorkStore(inbox, owner="runtime-worker")
+    gauge = 'nexus_work_items{family="metrics-demand",queue_class="q",state="pending"}'
+    async with watching_queues(engine, [inbox], interval_s=0.5):
+        await asyncio.sleep(1.2)
+        assert counts == 1  # at start; nobody read the gauges since, two ticks went by
+        async with engine.begin() as conn:
+            await store.enqueue(conn, [NewItem("metrics-demand", "q", "{}", delay_ms=3_600_000)])
+        assert f"{gauge} " not in generate_latest().decode()  # the old snapshot, and...
+        await asyncio.sleep(0.1)
+        assert counts == 2  # ...recounted at once
+        assert f"{gauge} 1.0" in generate_latest().decode()
+        for _ in range(6):  # read at a scraper's pace: counted every interval again
+            generate_latest()
+            await asyncio.sleep(0.25)
+        assert counts >= 4

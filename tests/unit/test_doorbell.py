@@ -1,5 +1,7 @@
 """The UDP doorbell between roles: a ring wakes the named action, unknown datagrams are
-ignored, a flood is coalesced, and a bell nobody answers costs the sender nothing."""
+ignored, a flood is coalesced, and a bell nobody answers costs the sender nothing; within a
+process, `answering` loops are woken by `ring_here` and by the listener, and `forwarding`
+sends a ring on to another process without ever sending a datagram it received back."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import socket
 
 import pytest
 
-from nexus.platform.doorbell import Doorbell, listening
+from nexus.platform.doorbell import Doorbell, answering, forwarding, listening, ring_here
 
 pytestmark = pytest.mark.asyncio
 
@@ -69,3 +71,57 @@ async def test_a_port_already_taken_leaves_the_process_polling() -> None:
         port = taken.getsockname()[1]
         async with listening("127.0.0.1", port, {b"inbox": lambda: None}):
             pass  # started and stopped without raising
+
+
+async def test_a_ring_here_wakes_every_loop_answering_it_while_it_answers() -> None:
+    woke: list[str] = []
+    ring_here(b"outbox")  # nobody answers: nothing happens
+    with answering(b"outbox", lambda: woke.append("a")):
+        with answering(b"outbox", lambda: woke.append("b")):
+            ring_here(b"outbox")
+            ring_here(b"imports")
+        ring_here(b"outbox")
+    ring_here(b"outbox")
+    assert woke == ["a", "b", "a"]
+
+
+async def test_the_listener_wakes_loops_answering_a_bell_it_was_not_given() -> None:
+    port = free_udp_port()
+    got = asyncio.Event()
+    with answering(b"outbox", got.set):
+        async with listening("127.0.0.1", port, {b"inbox": lambda: None}, min_gap_s=0):
+            bell = Doorbell(f"http://127.0.0.1:{port}")
+            bell.ring(b"outbox")
+            async with asyncio.timeout(5):
+                await got.wait()
+            bell.close()
+
+
+async def test_a_forwarded_ring_reaches_the_other_process_and_is_not_sent_back() -> None:
+    """Both ends in one process (as the UI test stack runs runtime-api and runtime-worker):
+    the listener wakes the answering loop and never forwards what it received, so one ring
+    is one datagram, not a loop of them."""
+    port = free_udp_port()
+    woke = 0
+
+    def outbox() -> None:
+        nonlocal woke
+        woke += 1
+
+    bell = Doorbell(f"http://127.0.0.1:{port}")
+    sent = 0
+    real_ring = bell.ring
+
+    def counting_ring(name: bytes) -> None:
+        nonlocal sent
+        sent += 1
+        real_ring(name)
+
+    bell.ring = counting_ring  # type: ignore[method-assign]
+    with forwarding([b"outbox"], bell), answering(b"outbox", outbox):
+        async with listening("127.0.0.1", port, {}, min_gap_s=0):
+            ring_here(b"outbox")  # the local loop at once, and one datagram
+            await asyncio.sleep(0.2)
+    ring_here(b"outbox")  # no longer forwarded
+    bell.close()
+    assert (sent, woke) == (1, 2)

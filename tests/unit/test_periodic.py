@@ -39,6 +39,25 @@ async def test_a_step_is_run_at_once_and_then_on_every_tick() -> None:
     assert calls == after  # stopped with the block
 
 
+async def test_now_runs_the_step_at_once_and_calls_before_it_runs_make_one_run() -> None:
+    calls = 0
+
+    async def step() -> None:
+        nonlocal calls
+        calls += 1
+
+    async with every(3600, step, name="t") as ticker:
+        await asyncio.sleep(0.05)
+        assert calls == 1  # at start; the next tick is an hour away
+        ticker.now()
+        ticker.now()
+        await asyncio.sleep(0.05)
+        assert calls == 2
+        ticker.now()
+        await asyncio.sleep(0.05)
+    assert calls == 3
+
+
 async def test_leaving_the_block_ends_a_loop_whose_step_swallows_the_cancellation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -2,8 +2,12 @@
 
 Gauges: a role that runs work wraps its lifetime in `watching_queues(engine, tables)`; one
 task recounts (`stats.queue_stats`, open states only) every `interval_s` seconds and a scrape
-reads the last snapshot, so a scrape never touches the database. Counters: summed over every
-`Worker` this process created (`worker.PROCESS_STATS`). Labels are `family`, `queue_class`
+reads the last snapshot, so a scrape never touches the database. It recounts every interval
+only while someone reads the gauges (a scrape within `UNREAD_AFTER_S`); nobody scraping, it
+recounts every `UNREAD_INTERVAL_S`, and a scrape that finds the snapshot older than two
+intervals has it recounted at once (its own answer shows the age, as after a failed count;
+docs/adr/0055). A scraper at any usual rate sees what it saw before. Counters: summed over
+every `Worker` this process created (`worker.PROCESS_STATS`). Labels are `family`, `queue_class`
 and `state` only — never ids or payloads.
 
     nexus_work_items{family,queue_class,state}            gauge   depth per open state
@@ -19,7 +23,7 @@ and `state` only — never ids or payloads.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -39,6 +43,11 @@ from nexus.platform.workqueue.tables import WorkTables
 from nexus.platform.workqueue.worker import PROCESS_STATS
 
 DEFAULT_INTERVAL_S = 5.0
+#: Gauges nobody read for this long are not recounted (Prometheus scrapes every 15-60 s);
+#: the next read has them recounted at once.
+UNREAD_AFTER_S = 300.0
+#: How often gauges nobody reads are recounted (so a first scrape's answer is this fresh).
+UNREAD_INTERVAL_S = 60.0
 
 _COUNTERS = (
     ("claimed", "nexus_work_claimed", "Work items claimed by this process's workers"),
@@ -56,8 +65,21 @@ class _Source:
     """One watched set of work tables and its last counts."""
 
     tables: Sequence[WorkTables]
+    interval_s: float = DEFAULT_INTERVAL_S
     counts: list[QueueCount] = field(default_factory=list)
     counted_at: float | None = None  # monotonic
+    read_at: float | None = None  # monotonic: the last scrape of these gauges
+    recount: Callable[[], None] | None = None  # count now (the periodic step, at once)
+
+    def read(self, now: float) -> None:
+        """A scrape reads the snapshot: keep counting, and now if it is stale."""
+        self.read_at = now
+        stale = self.counted_at is None or now - self.counted_at > 2 * self.interval_s
+        if stale and self.recount is not None:
+            self.recount()
+
+    def watched(self, now: float) -> bool:
+        return self.read_at is not None and now - self.read_at < UNREAD_AFTER_S
 
 
 class WorkCollector(Collector):
@@ -82,9 +104,11 @@ class WorkCollector(Collector):
         in_flight: dict[tuple[str, str], int] = {}
         oldest: dict[tuple[str, str], float] = {}
         ages = []
-        for source in self._sources:
+        now = time.monotonic()
+        for source in list(self._sources):
+            source.read(now)
             if source.counted_at is not None:
-                ages.append(time.monotonic() - source.counted_at)
+                ages.append(now - source.counted_at)
             for c in source.counts:
                 key = (c.family, c.queue_class)
                 depth[(*key, c.state)] = depth.get((*key, c.state), 0) + c.count
@@ -150,16 +174,30 @@ async def refresh(engine: AsyncEngine, source: _Source) -> None:
     source.counted_at = time.monotonic()
 
 
+async def _count_if_read(engine: AsyncEngine, source: _Source) -> None:
+    """The periodic step: every tick while someone reads the gauges, else now and then."""
+    now = time.monotonic()
+    if (
+        source.counted_at is None
+        or source.watched(now)
+        or now - source.counted_at >= UNREAD_INTERVAL_S
+    ):
+        await refresh(engine, source)
+
+
 @asynccontextmanager
 async def watching_queues(
     engine: AsyncEngine, tables: Sequence[WorkTables], *, interval_s: float = DEFAULT_INTERVAL_S
 ) -> AsyncIterator[None]:
-    """Publish queue gauges for `tables` while the block runs (recounted every `interval_s`;
-    a failed count keeps the last one, and `nexus_work_stats_age_seconds` shows its age)."""
-    source = _Source(list(tables))
-    COLLECTOR.add(source)
-    try:
-        async with every(interval_s, lambda: refresh(engine, source), name="work-queue-gauges"):
+    """Publish queue gauges for `tables` while the block runs (recounted every `interval_s`
+    while scraped; a failed count keeps the last one, and `nexus_work_stats_age_seconds`
+    shows its age)."""
+    source = _Source(list(tables), interval_s)
+    step = every(interval_s, lambda: _count_if_read(engine, source), name="work-queue-gauges")
+    async with step as ticker:
+        source.recount = ticker.now
+        COLLECTOR.add(source)
+        try:
             yield
-    finally:
-        COLLECTOR.remove(source)
+        finally:
+            COLLECTOR.remove(source)

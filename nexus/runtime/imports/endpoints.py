@@ -7,6 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus.platform.doorbell import ring_here
 from nexus.runtime.endpoints import RecordsCaller, _use_case
 from nexus.runtime.imports import jobs
 
@@ -32,7 +33,8 @@ class JobRequest(BaseModel):
 
 @router.post("/create")
 async def create(request: Request, body: ImportRequest, caller: RecordsCaller) -> dict[str, Any]:
-    """Store the job and its rows (nothing is saved yet); the runner takes it from here."""
+    """Store the job and its rows (nothing is saved yet); the runner takes it from here
+    (rung once the job is committed, so it starts now rather than at its idle poll)."""
     upload = jobs.Upload(
         object=body.object,
         mode=body.mode,
@@ -41,7 +43,11 @@ async def create(request: Request, body: ImportRequest, caller: RecordsCaller) -
         csv_text=body.csv,
     )
     async with _use_case(request, caller, readonly=False) as (session, view, access):
-        return await jobs.accept(session, view=view, access=access, caller=caller, upload=upload)
+        accepted = await jobs.accept(
+            session, view=view, access=access, caller=caller, upload=upload
+        )
+    ring_here(jobs.BELL)
+    return accepted
 
 
 @router.post("/status")

@@ -33,6 +33,8 @@ from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.mutate import mutate
 
 CHUNK = 100
+#: The doorbell (docs/adr/0055) rung after the commit that accepted a job: the runner looks.
+BELL = b"imports"
 MAX_ROWS = 50_000
 LEASE_MS = 30_000
 WORKLOAD = "runtime-import"

@@ -5,6 +5,8 @@ object whose trigger and entry condition match contributes one outbox item per a
 formulas evaluated over the saved values (parent paths loaded once per object and batch).
 All items of the mutation go to the outbox in one `enqueue` on the mutation's own connection:
 they commit with the DML or not at all, and the statement count does not grow with rows.
+When that transaction commits, the outbox's doorbell rings (`BELL`): runtime-worker's outbox
+runner looks at once instead of at its idle poll (docs/adr/0055).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from nexus.contracts.errors import BadRequest
 from nexus.contracts.records import ErrorCategory
+from nexus.platform.doorbell import ring_here
 from nexus.platform.workqueue.store import NewItem
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import (
@@ -28,6 +33,7 @@ from nexus.runtime.metadata.definitions import (
 )
 from nexus.runtime.metadata.view import CompiledAction, CompiledAfterSave, MetadataView
 from nexus.runtime.outbox.queue import (
+    BELL,
     FAMILY,
     MAX_FLOW_DEPTH,
     MAX_PAYLOAD_BYTES,
@@ -105,7 +111,27 @@ async def enqueue_after_save(
                         items.append(item)
     if items:
         await outbox_store().enqueue(await session.connection(), items)
+        _ring_after_commit(session)
     return len(items)
+
+
+_RING_PENDING = "nexus.outbox.ring_pending"
+
+
+def _ring_after_commit(session: AsyncSession) -> None:
+    """Ring the outbox's bell once this session's transaction commits (a ring before the
+    commit would find nothing to claim). One listener per session however many saves it
+    makes; a rollback leaves it for the session's next commit, where a ring costs one read."""
+    sync = session.sync_session
+    if sync.info.get(_RING_PENDING):
+        return
+    sync.info[_RING_PENDING] = True
+    event.listen(sync, "after_commit", _ring, once=True)
+
+
+def _ring(sync: Session) -> None:
+    sync.info.pop(_RING_PENDING, None)
+    ring_here(BELL)
 
 
 def _item(

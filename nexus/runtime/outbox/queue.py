@@ -25,6 +25,8 @@ OWNER = "runtime-worker"
 RECORD = "record"
 WEBHOOK = "webhook"
 QUEUE_CLASSES = (RECORD, WEBHOOK)
+#: The doorbell (docs/adr/0032, 0055) rung after a commit that wrote outbox items.
+BELL = b"outbox"
 #: A user's save runs its after-save flows at depth 1; records those actions save run
 #: before-save flows and validation but enqueue no further after-save actions.
 MAX_FLOW_DEPTH = 1

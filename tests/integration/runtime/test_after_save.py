@@ -1,21 +1,27 @@
 """After-save flows inside the mutation transaction: what is enqueued, what is not, at what
-statement cost, and what metadata is refused; both backends."""
+statement cost, and what metadata is refused; and that the commit wakes an idle outbox
+runner (its doorbell, docs/adr/0055); both backends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from nexus.contracts.records import MutateItem, MutateRequest
 from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.service_app import ServiceState
+from nexus.platform.settings import load_settings
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.outbox.worker import OutboxRunner
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from tests.integration.runtime.test_records import World, create
 from tests.integration.runtime.test_records import world as world  # noqa: PLC0414  (fixture)
@@ -263,3 +269,43 @@ async def test_actions_are_checked_when_applied(
     assert any(p.path == path and message in p.message for p in caught.value.problems), (
         caught.value.problems
     )
+
+
+async def open_items(subject: World) -> int:
+    items = m.outbox.items
+    async with reading(subject.engine) as conn:
+        query = select(func.count()).where(items.c.state.in_(("pending", "processing")))
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def until_no_open_items(subject: World, within_s: float) -> None:
+    async with asyncio.timeout(within_s):
+        while await open_items(subject):  # noqa: ASYNC110 - polling the database
+            await asyncio.sleep(0.02)
+
+
+async def test_each_committed_save_wakes_the_idle_outbox_runner(
+    flows: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The runner's idle poll is a minute: only the ring after each commit can make it run
+    the items (the note it creates; the webhook, its endpoint unbound, dead at once) in time."""
+    monkeypatch.setattr("nexus.runtime.outbox.worker.IDLE_POLL_MS", 60_000)
+    runner = OutboxRunner(ServiceState(flows.engine), load_settings(var_dir=tmp_path))
+    task = asyncio.create_task(runner.run())
+    try:
+        await until_no_open_items(flows, 30)  # the earlier tests' items: its first look
+        for n in range(3):
+            await asyncio.sleep(0.3)  # idle again, with a minute to its next look
+            await flows.mutate("rep1", create("Account", Name=f"Woken {n}", Revenue__c=n))
+            await until_no_open_items(flows, 15)
+    finally:
+        runner.stop()
+        await task
+        await runner.close()
+    async with reading(flows.engine) as conn:
+        notes = await conn.execute(
+            select(func.count())
+            .select_from(m.outbox.items)
+            .where(m.outbox.items.c.queue_class == "record", m.outbox.items.c.state == "succeeded")
+        )
+        assert int(notes.scalar_one()) >= 3
