@@ -9,13 +9,13 @@ log, HTTP metrics) and answers errors with the one error envelope.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import NexusError
+from nexus.integration.mapping import compact_json
 from nexus.integration.service import Delivery
 from nexus.platform.http import RequestContextMiddleware
 
@@ -23,7 +23,7 @@ from nexus.platform.http import RequestContextMiddleware
 PUBLIC_PREFIX = "/webhooks"
 HOOKS_PREFIX = "/hooks/"
 ROUTE_LABEL = "/hooks/{connector}/{route}"
-_JSON = [(b"content-type", b"application/json")]
+_JSON = (b"content-type", b"application/json")
 
 
 class HooksEndpoint:
@@ -85,7 +85,7 @@ def _error(code: str, message: str, request_id: str | None) -> dict[str, Any]:
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    headers = [*_JSON, (b"content-length", str(len(payload)).encode())]
+    payload = compact_json(body).encode()
+    headers = [_JSON, (b"content-length", b"%d" % len(payload))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import socket
 import time
@@ -39,12 +38,20 @@ from typing import Any
 
 from prometheus_client import Counter
 from pydantic import ValidationError
+from pydantic_core import to_json
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.contracts.commands import AcceptCommandRequest
 from nexus.integration.bodies import read_body
-from nexus.integration.mapping import MappingFailed, fit, map_delivery, needs_document, parse_json
+from nexus.integration.mapping import (
+    MappingFailed,
+    compact_json,
+    fit,
+    map_delivery,
+    needs_document,
+    parse_json,
+)
 from nexus.integration.models import work as work_tables
 from nexus.integration.routes import ActiveRoute
 from nexus.integration.routing_repository import (
@@ -110,6 +117,20 @@ def work_id(org_id: str, received_at_ms: int, event: str, work_type: str = WORK_
     return f"{received_at_ms:012x}{digest[:20]}"
 
 
+def command_payload(request: AcceptCommandRequest, command_json: str) -> str:
+    """`request.model_dump_json()`, byte for byte, around the command's JSON the event row
+    already holds: the command is serialised once, its envelope's strings by pydantic's own
+    encoder (tests/unit/test_route_mapping.py compares the two)."""
+    return (
+        f'{{"org_id":{_json_text(request.org_id)},"message_id":{_json_text(request.message_id)},'
+        f'"command":{command_json},"correlation":{_json_text(request.correlation)}}}'
+    )
+
+
+def _json_text(value: object) -> str:
+    return to_json(value).decode()
+
+
 @dataclass(frozen=True)
 class Materialized:
     """One receipt mapped by a route: its event row and the WorkItem carrying its command."""
@@ -145,6 +166,17 @@ def map_receipt(
             where = ".".join(str(p) for p in exc.errors()[0]["loc"])
             raise MappingFailed(f"the command for Runtime is invalid at {where}") from None
     pack = installed_pack_id(receipt.connector)
+    command_json = item = None
+    if request is not None:
+        command_json = request.command.model_dump_json()  # once: the row's and the payload's
+        item = NewItem(
+            family=pack,
+            queue_class=queue_class(receipt.route_key),
+            payload=command_payload(request, command_json),
+            id=request.message_id,
+            lane_key=mapped.lane_key,
+            target_key=mapped.target_key,
+        )
     row = {
         "org_id": receipt.org_id,
         "event_id": event,
@@ -164,19 +196,9 @@ def map_receipt(
         "delivery_seq": receipt.received_at_ms,
         "payload_sha256": receipt.payload_sha256,
         "parse_outcome": "parsed" if request is not None else "no_command",
-        "command": None if request is None else request.command.model_dump_json(),
-        "correlation": json.dumps({"receipt_id": rid} | receipt.correlation, separators=(",", ":")),
+        "command": command_json,
+        "correlation": compact_json({"receipt_id": rid} | receipt.correlation),
     }
-    item = None
-    if request is not None:
-        item = NewItem(
-            family=pack,
-            queue_class=queue_class(receipt.route_key),
-            payload=request.model_dump_json(),
-            id=request.message_id,
-            lane_key=mapped.lane_key,
-            target_key=mapped.target_key,
-        )
     return Materialized(row, item)
 
 

@@ -13,9 +13,10 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -27,10 +28,15 @@ from nexus.integration.ingest import ReceiptWriter
 from nexus.integration.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
 from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
 from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
-from nexus.integration.signatures import AnyScheme, WebhookRequest, verify
+from nexus.integration.signatures import AnyScheme, WebhookRequest, derive_keys, verify_keys
 from nexus.platform.db import session_factory, unit_of_work
 from nexus.platform.observability import get_logger
-from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
+from nexus.platform.secrets import (
+    WEBHOOK_SECRET_REF,
+    WebhookSecretMissing,
+    read_webhook_secret,
+    webhook_secret_dir,
+)
 
 log = get_logger(__name__)
 
@@ -58,6 +64,32 @@ def new_receipt_id() -> str:
     return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
+#: Metric children remembered per counter; beyond this, `labels()` per call as before.
+_CHILDREN_KEPT = 1024
+
+
+def _counter_child(counter: Counter) -> Callable[[str, str], Any]:
+    """`counter.labels(a, b)`, remembered: `labels` takes a lock and builds a key per call.
+    The set is bounded (a delivery refused before its route is known is labelled with its
+    path's connector)."""
+    children: dict[tuple[str, str], Any] = {}
+
+    def child(first: str, second: str) -> Any:
+        key = (first, second)
+        found = children.get(key)
+        if found is None:
+            found = counter.labels(first, second)
+            if len(children) < _CHILDREN_KEPT:
+                children[key] = found
+        return found
+
+    return child
+
+
+_received = _counter_child(RECEIPTS)
+_rejected = _counter_child(REJECTED)
+
+
 @dataclass(frozen=True)
 class Delivery:
     """What the HTTP edge hands over: the raw request, body still unread."""
@@ -73,15 +105,78 @@ class Delivery:
 
 @dataclass(frozen=True)
 class KnownRoute:
-    """An active route as the ingress uses it: its scheme parsed once, its secrets read."""
+    """An active route as the ingress uses it: its scheme parsed once, its secrets read and
+    their MAC keys derived once (per refresh, not per delivery)."""
 
     route: ActiveRoute
     scheme: AnyScheme
     secrets: list[str]
+    keys: list[bytes | None] = field(init=False, repr=False)
+    needs_json: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", derive_keys(self.scheme, self.secrets))
+        object.__setattr__(self, "needs_json", self.route.declaration.needs_json)
+
+
+#: A secret file's identity: (inode, size, mtime ns, ctime ns). `write_webhook_secret`
+#: replaces the file (a new inode), so a new or rotated secret always changes it.
+_FileStamp = tuple[int, int, int, int]
+
+
+class SecretFiles:
+    """Webhook secret values, reread only when their file changed (`os.stat` per refresh
+    instead of open + read), and `ingress.secret_missing` logged once per (route, secret
+    reference) while it stays missing, again when it goes missing after being present."""
+
+    def __init__(self, var_dir: Path) -> None:
+        self.var_dir = var_dir
+        self._values: dict[str, tuple[_FileStamp, str]] = {}
+        self._missing: set[tuple[str, str, str]] = set()
+
+    def read(self, routes: list[ActiveRoute]) -> list[list[str]]:
+        """Each route's usable secrets, in its declared order (blocking: run it on a thread)."""
+        missing: set[tuple[str, str, str]] = set()
+        values = []
+        for found in routes:
+            declaration = found.declaration
+            usable = []
+            for ref in declaration.secrets:
+                value = self._value(ref)
+                if value is None:
+                    missing.add((declaration.connector, declaration.route, ref))
+                else:
+                    usable.append(value)
+            values.append(usable)
+        for connector, route, ref in sorted(missing - self._missing):
+            log.warning("ingress.secret_missing", connector=connector, route=route, secret_ref=ref)
+        self._missing = missing
+        return values
+
+    def _value(self, ref: str) -> str | None:
+        if not WEBHOOK_SECRET_REF.fullmatch(ref):
+            return None
+        try:
+            info = os.stat(webhook_secret_dir(self.var_dir) / ref)
+        except FileNotFoundError:
+            self._values.pop(ref, None)
+            return None
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        known = self._values.get(ref)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        try:  # stamped before reading: a change while reading is seen on the next refresh
+            value = read_webhook_secret(self.var_dir, ref)
+        except (WebhookSecretMissing, ValueError):
+            self._values.pop(ref, None)
+            return None
+        self._values[ref] = (stamp, value)
+        return value
 
 
 class RouteCache:
-    """Active routes and their secrets, reread at most every `ttl` seconds (single flight).
+    """Active routes and their secrets, reread at most every `ttl` seconds (single flight):
+    a secret set, rotated or removed is seen within `ttl`.
 
     Secret values stay in this process's memory only.
     """
@@ -94,6 +189,7 @@ class RouteCache:
         self.var_dir = var_dir
         self.ttl = ttl
         self._routes: dict[tuple[str, str], KnownRoute] = {}
+        self._secrets = SecretFiles(var_dir)
         self._expires = 0.0
         self._lock = asyncio.Lock()
 
@@ -123,27 +219,13 @@ class RouteCache:
             if len(owners) > 1:  # fail closed: never guess the org of a delivery
                 log.error("ingress.route_org_ambiguous", connector=key[0], route=key[1])
                 routes.pop(key)
+        kept = list(routes.values())
+        secrets = await asyncio.to_thread(self._secrets.read, kept)  # one hop for all routes
         self._routes = {
-            key: KnownRoute(
-                found, found.declaration.scheme, await asyncio.to_thread(self._read, found)
-            )
-            for key, found in routes.items()
+            found.key: KnownRoute(found, found.declaration.scheme, values)
+            for found, values in zip(kept, secrets, strict=True)
         }
         self._expires = time.monotonic() + self.ttl
-
-    def _read(self, found: ActiveRoute) -> list[str]:
-        values = []
-        for ref in found.declaration.secrets:
-            try:
-                values.append(read_webhook_secret(self.var_dir, ref))
-            except (WebhookSecretMissing, ValueError):
-                log.warning(
-                    "ingress.secret_missing",
-                    connector=found.declaration.connector,
-                    route=found.declaration.route,
-                    secret_ref=ref,
-                )
-        return values
 
 
 class IngressService:
@@ -173,9 +255,9 @@ class IngressService:
             stored = await self._receive(delivery, known)
         except NexusError as exc:
             reason = exc.code.lower() if not isinstance(exc, SignatureRejected) else exc.reason
-            REJECTED.labels(label, reason).inc()
+            _rejected(label, reason).inc()
             raise
-        RECEIPTS.labels(label, "duplicate" if stored.duplicate else "accepted").inc()
+        _received(label, "duplicate" if stored.duplicate else "accepted").inc()
         return stored
 
     async def _receive(self, delivery: Delivery, known: KnownRoute) -> Stored:
@@ -191,7 +273,7 @@ class IngressService:
             body=body,
             received_at_seconds=received_at,
         )
-        verdict = verify(scheme, known.secrets, request)
+        verdict = verify_keys(scheme, known.keys, request)
         if not verdict.ok:
             log.warning(
                 "ingress.signature_rejected",
@@ -201,7 +283,7 @@ class IngressService:
             )
             raise SignatureRejected(str(verdict.reason))
 
-        document = _json(body) if declaration.needs_json else None
+        document = _json(body) if known.needs_json else None
         payload_sha256 = hashlib.sha256(body).hexdigest()
         delivery_id, source = _delivery_id(
             declaration.delivery_id, request, document, scheme.delivery_id(request)

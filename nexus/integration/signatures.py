@@ -579,25 +579,33 @@ def parse_scheme(data: Mapping[str, Any]) -> AnyScheme:
         raise SignatureConfigError(f"signature: {where}: {message}") from None
 
 
-def _keys(config: AnyScheme, secrets: Sequence[str]) -> list[bytes | None]:
+def derive_keys(config: AnyScheme, secrets: Sequence[str]) -> list[bytes | None]:
+    """Each secret's MAC key, None for one the scheme cannot use (an empty key authenticates
+    nothing). The ingress derives them once per route refresh (`verify_keys`)."""
+    if isinstance(secrets, str):
+        secrets = (secrets,)
     keys: list[bytes | None] = []
     for secret in secrets:
         try:
             key: bytes | None = config.derive_key(secret)
         except ValueError:
             key = None
-        keys.append(key or None)  # an empty key authenticates nothing
+        keys.append(key or None)
     return keys
 
 
 def verify(config: AnyScheme, secrets: Sequence[str], request: WebhookRequest) -> Verdict:
     """Check `request` against every secret (newest first by convention); never raises on
     request content. `key_index` on success says which secret matched."""
-    if isinstance(secrets, str):
-        secrets = (secrets,)
-    if not secrets:
+    return verify_keys(config, derive_keys(config, secrets), request)
+
+
+def verify_keys(
+    config: AnyScheme, keys: Sequence[bytes | None], request: WebhookRequest
+) -> Verdict:
+    """`verify` with the secrets' keys already derived (`derive_keys`): same verdicts."""
+    if not keys:
         return _fail(config.scheme, Reason.NO_SECRET)
-    keys = _keys(config, secrets)
     if all(key is None for key in keys):
         return _fail(config.scheme, Reason.INVALID_SECRET, f"{len(keys)} configured, none usable")
     return config.check(request, keys)
@@ -614,7 +622,7 @@ def sign(
     delivery_id: str | None = None,
 ) -> dict[str, str]:
     """The headers a sender using `config` would add (for `nexus hooks send` and tests)."""
-    [key] = _keys(config, [secret])
+    [key] = derive_keys(config, [secret])
     if key is None:
         raise SignatureConfigError(f"the secret is not usable with scheme {config.scheme}")
     return config.headers_for(

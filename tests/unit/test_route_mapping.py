@@ -7,14 +7,17 @@ from typing import Any
 
 import pytest
 
+from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.integration.mapping import (
     SOURCE_KIND,
     MappingFailed,
+    compact_json,
     fit,
     map_delivery,
     needs_document,
     parse_json,
 )
+from nexus.integration.router import command_payload
 from nexus.integration.routes import RouteDeclaration, RouteFileError, parse_route_file
 
 ROUTE: dict[str, Any] = {
@@ -176,3 +179,78 @@ def test_long_keys_are_shortened_stably() -> None:
     assert fit(long_a, 191) != fit(long_b, 191)
     assert fit("short", 191) == "short"
     assert json.dumps(fit(long_a, 32, digest=8))  # text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": [1, 2.5, "x\\u00e9", null, true]}',
+        '{"name": "Zoë"}'.encode(),
+        '\ufeff{"bom": 1}'.encode(),  # a UTF-8 BOM, skipped as json.loads skips it
+        '{"wide": "ü"}'.encode("utf-16"),
+        '{"wide": "ü"}'.encode("utf-32-le"),
+        b"[]",
+        b'"just a string"',
+    ],
+)
+def test_bodies_parse_as_json_loads_parses_them(body: bytes) -> None:
+    assert parse_json(body) == json.loads(body)
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity", b'{"x": [Infinity]}'])
+def test_non_json_constants_are_refused_every_time(constant: bytes) -> None:
+    for _ in range(2):  # the decoder is built once: the refusal does not wear off
+        with pytest.raises(MappingFailed, match="not valid JSON"):
+            parse_json(constant)
+
+
+@pytest.mark.parametrize(
+    ("fields", "correlation"),
+    [
+        ({"LastName": "Doe"}, {"event_id": "e-0", "receipt_id": "r", "delivery_id": "d"}),
+        (
+            {"LastName": 'Zoë "Q" \\ \n\t\u2028 😀', "N": 3, "R": 2.5, "B": False, "Z": None},
+            {"event_id": "e-0", "receipt_id": "r", "delivery_id": 'é"\\\u0001</script>'},
+        ),
+        ({}, {}),
+    ],
+)
+def test_the_command_payload_is_the_request_serialised_once(
+    fields: dict[str, Any], correlation: dict[str, str]
+) -> None:
+    request = AcceptCommandRequest(
+        org_id="00D000000000001AAA",
+        message_id='m-"1"-é',
+        command=RecordCommand(
+            op="upsert",
+            object="Contact",
+            external_id_field="External_Id__c",
+            external_id="c-1",
+            fields=fields,
+        ),
+        correlation=correlation,
+    )
+    payload = command_payload(request, request.command.model_dump_json())
+    assert payload == request.model_dump_json()  # byte for byte, as before
+    assert AcceptCommandRequest.model_validate_json(payload) == request
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"receipt_id": "0" * 32, "delivery_id": "d-1"},
+        {"delivery_id": 'Zoë "q" \\ \n\u2028 😀', "request_id": "</script>"},
+        {"receipt_id": "r", "duplicate": True, "n": 3, "x": 2.5, "z": None, "nan": float("nan")},
+        {"code": "NOT_FOUND", "nested": {"a": [1, {"b": False}]}},
+        {},
+    ],
+)
+def test_compact_json_is_json_dumps_compact(value: dict[str, Any]) -> None:
+    for _ in range(2):  # the encoder is kept: the second call is like the first
+        assert compact_json(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_compact_json_refuses_what_json_dumps_refuses() -> None:
+    with pytest.raises(TypeError):
+        compact_json({"not": object()})
+    assert compact_json({"after": "a failure"}) == '{"after":"a failure"}'
