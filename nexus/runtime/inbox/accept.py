@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from nexus.contracts.commands import (
     AcceptCommandRequest,
@@ -32,7 +32,14 @@ from nexus.platform.db import unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
-from nexus.runtime.inbox.repository import InboxRepository, NewMessage, RunAs, StoredMessage
+from nexus.runtime.inbox.repository import (
+    NewMessage,
+    RunAs,
+    StoredMessage,
+    bound_users,
+    insert_messages,
+    stored_messages,
+)
 from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.coercion import InvalidValue, coerce
@@ -45,8 +52,14 @@ MYSQL_DEADLOCK = 1213
 FAILPOINT_AFTER_COMMIT = "inbox.after_accept_commit"
 
 
+#: `json.dumps` with keyword arguments builds an encoder per call; this one is built once
+#: and writes exactly what `json.dumps(..., sort_keys=True, separators=(",", ":"))` writes
+#: (digests stored by earlier releases must still match).
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def command_digest(command: RecordCommand) -> str:
-    canonical = json.dumps(command.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    canonical = _CANONICAL_JSON.encode(command.model_dump(mode="json"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -132,15 +145,17 @@ class CommandInbox:
     ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(requests)
         async with unit_of_work(self.sessions) as session:
-            repo = InboxRepository(session)
-            bindings = await repo.bound_users(sorted({r.org_id for r in requests}), workload)
+            conn = await session.connection()  # one for every statement of the accept
+            bindings = await bound_users(conn, sorted({r.org_id for r in requests}), workload)
             run_as = bindings.run_as
             keys = [message_key(workload, r.message_id) for r in requests]
             digests = [command_digest(r.command) for r in requests]
             prior: dict[tuple[str, str], StoredMessage] = {}
             for org_id in sorted(run_as):
-                found = await repo.messages(
-                    org_id, (k for r, k in zip(requests, keys, strict=True) if r.org_id == org_id)
+                found = await stored_messages(
+                    conn,
+                    org_id,
+                    (k for r, k in zip(requests, keys, strict=True) if r.org_id == org_id),
                 )
                 prior.update({(org_id, k): stored for k, stored in found.items()})
             views: dict[str, MetadataView] = {}
@@ -177,9 +192,9 @@ class CommandInbox:
                 for (org_id, key), i in new.items()
             ]
             now_ms = bindings.now_ms or 0  # set whenever a command was bound (rows exist)
-            if await repo.insert_messages(rows, now_ms=now_ms) < len(rows):
+            if await insert_messages(conn, rows, now_ms=now_ms) < len(rows):
                 await self._lost_races(
-                    repo,
+                    conn,
                     requests=requests,
                     keys=keys,
                     digests=digests,
@@ -189,7 +204,7 @@ class CommandInbox:
             enqueued = [i for i in new.values() if _status(outcomes[i]) == "accepted"]
             if enqueued:
                 await self.store.enqueue(
-                    await session.connection(),
+                    conn,
                     [self._new_item(requests[i], workload, run_as, outcomes[i]) for i in enqueued],
                 )
         # committed: only now are the commands accepted
@@ -197,7 +212,7 @@ class CommandInbox:
 
     async def _lost_races(
         self,
-        repo: InboxRepository,
+        conn: AsyncConnection,
         *,
         requests: Sequence[AcceptCommandRequest],
         keys: list[str],
@@ -209,7 +224,7 @@ class CommandInbox:
         (and their repeats in this batch) answer from the winner's row instead."""
         winners: dict[tuple[str, str], StoredMessage] = {}
         for org_id in sorted({org for org, _ in new}):
-            found = await repo.messages(org_id, (k for org, k in new if org == org_id))
+            found = await stored_messages(conn, org_id, (k for org, k in new if org == org_id))
             winners.update({(org_id, k): stored for k, stored in found.items()})
         for key, first in new.items():
             winner = winners.get(key)

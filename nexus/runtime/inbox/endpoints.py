@@ -29,6 +29,9 @@ from nexus.runtime.inbox.accept import CommandInbox, Outcome, driver_code
 log = get_logger(__name__)
 router = APIRouter(prefix="/internal/v1/runtime")
 MAX_REPORTED_PROBLEMS = 20
+#: A batch entry's size is that of its compact JSON (what `json.dumps(raw, separators=(",",
+#: ":"))` writes); built once, since `json.dumps` with arguments builds an encoder per call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 async def bounded_body(request: Request, limit: int) -> bytes:
@@ -88,7 +91,7 @@ async def accept_command_batch(
         message_id = raw.get("message_id") if isinstance(raw, dict) else None
         message_id = message_id if isinstance(message_id, str) else None
         try:
-            if len(json.dumps(raw, separators=(",", ":")).encode()) > inbox.max_body_bytes:
+            if len(_COMPACT_JSON.encode(raw).encode()) > inbox.max_body_bytes:
                 raise PayloadTooLarge(f"a command body is at most {inbox.max_body_bytes} bytes")
             valid.append((index, AcceptCommandRequest.model_validate(raw)))
         except ValidationError as exc:

@@ -1,16 +1,20 @@
 """One immutable view of an org's active metadata per request, cached by metadata revision.
 
 A use case reads the org's revision (one small query) and gets the cached view when it is
-current, so an activated edit is visible to the next request on every replica.
+current, so an activated edit is visible to the next request on every replica. That query
+runs on every request and command group: it is built once and goes through `fast_sql`
+(two integers back, no result processing; ~9 us on the on-loop SQLite connection instead
+of ~240 us built and run through the ORM session, ADR 0056).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import MetaData, Table, select
+from sqlalchemy import MetaData, Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.platform import fast_sql
 from nexus.runtime.formula.compiler import Formula, compile_formula
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (
@@ -107,6 +111,12 @@ class MetadataView:
         return self.fields[obj.api_name.lower()].get(name.lower())
 
 
+#: An org's metadata revision and schema generation (no row: an org never changed, 0 / 0).
+_ORG_STATE = select(m.org_state.c.metadata_revision, m.org_state.c.schema_generation).where(
+    m.org_state.c.org_id == bindparam("org_id")
+)
+
+
 class MetadataCache:
     def __init__(self) -> None:
         self._views: dict[str, MetadataView] = {}
@@ -116,18 +126,13 @@ class MetadataCache:
         return self._views.get(org_id)
 
     async def view(self, session: AsyncSession, org_id: str) -> MetadataView:
-        state = (
-            (await session.execute(select(m.org_state).where(m.org_state.c.org_id == org_id)))
-            .mappings()
-            .first()
-        )
-        revision = int(state["metadata_revision"]) if state else 0
+        conn = await session.connection()
+        state = (await fast_sql.execute(conn, _ORG_STATE, {"org_id": org_id})).first()
+        revision = int(state[0]) if state else 0
         cached = self._views.get(org_id)
         if cached is not None and cached.revision == revision:
             return cached
-        fresh = await _load(
-            session, org_id, revision, int(state["schema_generation"]) if state else 0
-        )
+        fresh = await _load(session, org_id, revision, int(state[1]) if state else 0)
         self._views[org_id] = fresh
         return fresh
 
