@@ -15,9 +15,9 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import NexusError
-from nexus.integration.mapping import compact_json
 from nexus.integration.service import Delivery
 from nexus.platform.http import RequestContextMiddleware
+from nexus.platform.json_text import compact_json
 
 #: Where the gateway publishes `/hooks` (routes.toml: `/webhooks` -> integration `/hooks`).
 PUBLIC_PREFIX = "/webhooks"

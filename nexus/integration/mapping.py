@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from pydantic import ValidationError
@@ -55,31 +54,6 @@ def fit(text: str, limit: int, *, digest: int = 16) -> str:
         return text
     tail = hashlib.sha256(text.encode()).hexdigest()[:digest]
     return f"{text[: limit - digest - 1]}~{tail}"
-
-
-def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
-    """The C encoder `json.dumps(value, separators=(",", ":"))` ends in, made once:
-    `json.dumps` builds a `JSONEncoder` per call with `separators`, and even a kept
-    encoder's `encode` builds its C encoder per call (~5 us of ~7 us for a small dict on
-    this project's box). No circular-reference check: the values are ids and flags."""
-    encoder = json.JSONEncoder(separators=(",", ":"))
-    if c_make_encoder is None:  # no C accelerator: the kept encoder
-
-        def kept(value: Any, _level: int) -> Sequence[str]:
-            return (encoder.encode(value),)
-
-        return kept
-    return c_make_encoder(  # type: ignore[no-any-return]
-        None, encoder.default, encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-
-
-_encode_chunks = _compact_encoder()
-
-
-def compact_json(value: dict[str, Any]) -> str:
-    """`json.dumps(value, separators=(",", ":"))`, the same text, cheaper."""
-    return "".join(_encode_chunks(value, 0))
 
 
 def _no_constants(name: str) -> Any:

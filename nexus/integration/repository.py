@@ -11,9 +11,9 @@ from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.integration import models as m
-from nexus.integration.mapping import compact_json
 from nexus.integration.routes import ActiveRoute, RouteDeclaration
 from nexus.platform.db import db_now_ms, insert_ignore, read_db_now_ms
+from nexus.platform.json_text import compact_json
 
 # ---------------------------------------------------------------- routes
 

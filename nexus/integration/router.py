@@ -46,7 +46,6 @@ from nexus.contracts.commands import AcceptCommandRequest
 from nexus.integration.bodies import read_body
 from nexus.integration.mapping import (
     MappingFailed,
-    compact_json,
     fit,
     map_delivery,
     needs_document,
@@ -72,6 +71,7 @@ from nexus.integration.routing_repository import (
 )
 from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, reading
+from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token

@@ -167,7 +167,11 @@ class Doorbell:
         except OSError as exc:
             log.warning("doorbell.unresolved", error=type(exc).__name__)
             return None
-        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:  # out of descriptors: no bell (a ring runs after commits, it must not raise)
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+        except OSError as exc:
+            log.warning("doorbell.no_socket", error=type(exc).__name__)
+            return None
         sock.setblocking(False)
         self._target = (sock, (str(address[0]), int(address[1])))
         return self._target

@@ -125,6 +125,10 @@ def _plan(compiled: Any) -> _Plan | None:
         or getattr(compiled, "_collected_params", None)
     ):
         return None
+    if compiled.insert_prefetch or compiled.update_prefetch:
+        # a column left out of the values has a Python-side default: SQLAlchemy computes it
+        # per execution; a plan would send NULL instead (and differ from MariaDB's path)
+        raise exc.ArgumentError("fast_sql runs no statement with Python-side column defaults")
     binds = {name: bind for bind, name in compiled.bind_names.items()}
     processors = compiled._bind_processors
     slots = []

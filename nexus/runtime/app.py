@@ -97,16 +97,16 @@ def _api_lifespan(
                 name="replica-heartbeat",
             )
             # after-save flows and CSV imports written here run in runtime-worker: wake it
-            with forwarding([OUTBOX_BELL, IMPORTS_BELL], bell):
-                try:
+            try:
+                with forwarding([OUTBOX_BELL, IMPORTS_BELL], bell):
                     async with heartbeat:
                         yield
-                finally:
-                    resumer.cancel()
-                    with suppress(asyncio.CancelledError):
-                        await resumer
-                    bell.close()
-                    await accept_engine.dispose()
+            finally:
+                resumer.cancel()
+                with suppress(asyncio.CancelledError):
+                    await resumer
+                bell.close()  # after forwarding ended: no late ring reopens its socket
+                await accept_engine.dispose()
 
     return start
 

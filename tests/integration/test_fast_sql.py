@@ -217,6 +217,29 @@ async def test_a_row_without_a_column_is_refused(tmp_path: Path) -> None:
         await engine.dispose()
 
 
+async def test_a_column_with_a_python_default_is_refused(tmp_path: Path) -> None:
+    """SQLAlchemy computes a Python-side default per execution; the fast path would send
+    NULL for it (and differ from MariaDB's path), so such a statement is refused."""
+    defaults = Table(
+        "defaults",
+        MetaData(),
+        Column("id", String(20), primary_key=True),
+        Column("n", Integer, nullable=False, default=7),
+    )
+    engine = create_engine(
+        f"sqlite+aiosqlite:///{tmp_path / 'd.db'}", application_name="t", sqlite_on_loop=True
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(defaults.metadata.create_all)
+            statement = insert(defaults).values(fast_sql.row_values(defaults, ("id",)))
+            with pytest.raises(SQLAlchemyError, match="Python-side column defaults"):
+                await fast_sql.execute(conn, statement, {"id": "a"})
+            assert (await conn.execute(select(defaults.c.id))).all() == []
+    finally:
+        await engine.dispose()
+
+
 async def test_insert_or_ignore_and_upsert_answer_as_sqlalchemy_does(tmp_path: Path) -> None:
     """The router's and the engine's insert-or-ignore and insert-or-increment, run on the
     fast path and through SQLAlchemy, leave the same rows (a duplicate key ignored, a

@@ -11,7 +11,6 @@ from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.integration.mapping import (
     SOURCE_KIND,
     MappingFailed,
-    compact_json,
     fit,
     map_delivery,
     needs_document,
@@ -233,24 +232,3 @@ def test_the_command_payload_is_the_request_serialised_once(
     payload = command_payload(request, request.command.model_dump_json())
     assert payload == request.model_dump_json()  # byte for byte, as before
     assert AcceptCommandRequest.model_validate_json(payload) == request
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        {"receipt_id": "0" * 32, "delivery_id": "d-1"},
-        {"delivery_id": 'Zoë "q" \\ \n\u2028 😀', "request_id": "</script>"},
-        {"receipt_id": "r", "duplicate": True, "n": 3, "x": 2.5, "z": None, "nan": float("nan")},
-        {"code": "NOT_FOUND", "nested": {"a": [1, {"b": False}]}},
-        {},
-    ],
-)
-def test_compact_json_is_json_dumps_compact(value: dict[str, Any]) -> None:
-    for _ in range(2):  # the encoder is kept: the second call is like the first
-        assert compact_json(value) == json.dumps(value, separators=(",", ":"))
-
-
-def test_compact_json_refuses_what_json_dumps_refuses() -> None:
-    with pytest.raises(TypeError):
-        compact_json({"not": object()})
-    assert compact_json({"after": "a failure"}) == '{"after":"a failure"}'

@@ -15,7 +15,6 @@ winner's row. The caller hears its answer only after that commit.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Sequence
 
@@ -29,6 +28,7 @@ from nexus.contracts.commands import (
 )
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NexusError, NotFound
 from nexus.platform.db import unit_of_work
+from nexus.platform.json_text import canonical_json
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
 from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
@@ -52,14 +52,8 @@ MYSQL_DEADLOCK = 1213
 FAILPOINT_AFTER_COMMIT = "inbox.after_accept_commit"
 
 
-#: `json.dumps` with keyword arguments builds an encoder per call; this one is built once
-#: and writes exactly what `json.dumps(..., sort_keys=True, separators=(",", ":"))` writes
-#: (digests stored by earlier releases must still match).
-_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-
-
 def command_digest(command: RecordCommand) -> str:
-    canonical = _CANONICAL_JSON.encode(command.model_dump(mode="json"))
+    canonical = canonical_json(command.model_dump(mode="json"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

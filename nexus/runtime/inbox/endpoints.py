@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -23,15 +22,13 @@ from nexus.contracts.commands import (
 )
 from nexus.contracts.errors import BadRequest, NexusError, PayloadTooLarge, ServiceUnavailable
 from nexus.identity.endpoints import WorkloadCall, workload_call
+from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.runtime.inbox.accept import CommandInbox, Outcome, driver_code
 
 log = get_logger(__name__)
 router = APIRouter(prefix="/internal/v1/runtime")
 MAX_REPORTED_PROBLEMS = 20
-#: A batch entry's size is that of its compact JSON (what `json.dumps(raw, separators=(",",
-#: ":"))` writes); built once, since `json.dumps` with arguments builds an encoder per call.
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 async def bounded_body(request: Request, limit: int) -> bytes:
@@ -91,7 +88,7 @@ async def accept_command_batch(
         message_id = raw.get("message_id") if isinstance(raw, dict) else None
         message_id = message_id if isinstance(message_id, str) else None
         try:
-            if len(_COMPACT_JSON.encode(raw).encode()) > inbox.max_body_bytes:
+            if len(compact_json(raw).encode()) > inbox.max_body_bytes:
                 raise PayloadTooLarge(f"a command body is at most {inbox.max_body_bytes} bytes")
             valid.append((index, AcceptCommandRequest.model_validate(raw)))
         except ValidationError as exc:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -215,12 +215,6 @@ class InboxRepository:
             delete(b).where(b.c.org_id == org_id, b.c.workload == workload)
         )
         return bool(removed.rowcount)  # type: ignore[attr-defined]  # a CursorResult
-
-
-def one_of(column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
-    """`column = v` for one value (a single command: no expanding IN rendered per call),
-    else `column IN (...)`."""
-    return column == values[0] if len(values) == 1 else column.in_(values)
 
 
 async def set_queue_policy(
