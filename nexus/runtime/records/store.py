@@ -64,7 +64,7 @@ def _values_of(table: Table, column: str) -> Any:
 
 
 def _insert_of(table: Table, columns: tuple[str, ...]) -> Any:
-    return insert(table).values({c: bindparam(c, type_=table.c[c].type) for c in columns})
+    return insert(table).values(fast_sql.row_values(table, columns))
 
 
 def _update_of(table: Table, columns: tuple[str, ...]) -> Any:
