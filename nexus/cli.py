@@ -132,6 +132,7 @@ def _role_and_app(role_value: str, app: str | None) -> tuple[Role, str | None]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from nexus.platform import sqlite_checkpoints
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
     from nexus.platform.serving import server_config
@@ -140,6 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.loops is not None and role is not Role.INTEGRATION:
         raise CliError("--loops is only valid with --role=integration")
     settings = load_settings()
+    sqlite_checkpoints.enable(settings.db.sqlite_checkpoint_interval_ms / 1000)
     configure_logging(role=role.value, level=settings.log.log_level, fmt=settings.log.log_format)
     host = args.host or settings.core.host
     port = args.port if args.port is not None else settings.port_for(role)

@@ -20,14 +20,14 @@ from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.admin_endpoints import router as admin_router
 from nexus.integration.catalog_sync import following_catalog
 from nexus.integration.endpoints import HOOKS_PREFIX, HooksEndpoint
-from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteThreadStore
+from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteStore
 from nexus.integration.loops import IntegrationLoops
 from nexus.integration.models import work
 from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
 from nexus.platform.db import (
-    create_sqlite_thread_engine,
+    create_sqlite_sync_engine,
     is_sqlite_file,
     sqlite_write_gate,
 )
@@ -54,13 +54,12 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
         )
 
     def receipt_store(ingress_engine: AsyncEngine) -> ReceiptStore:
-        if is_sqlite_file(url):  # whole transactions on writer threads (ingest.py)
-            thread_engine = create_sqlite_thread_engine(
+        if is_sqlite_file(url):  # whole transactions straight on sqlite3 (ingest.py)
+            sync_engine = create_sqlite_sync_engine(
                 url, sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms
             )
-            return SqliteThreadStore(
-                thread_engine,
-                threads=cfg.ingress_writers,
+            return SqliteStore(
+                sync_engine,
                 write_gate=sqlite_write_gate(url),
                 turn_timeout_s=settings.db.sqlite_busy_timeout_ms / 1000,
             )

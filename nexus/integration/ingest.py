@@ -7,11 +7,11 @@ request's future: every acknowledgement waits for its own commit. A failed trans
 every request in it with `ServiceUnavailable` (503); none is acknowledged. Statement count,
 not row count, is what costs, so a batch of 100 costs about what a batch of 1 does.
 
-How a batch reaches the database is a `ReceiptStore`. On SQLite, `SqliteThreadStore` runs
-BEGIN IMMEDIATE, the INSERT and COMMIT on its own thread in one hop: through aiosqlite each
-of the ~8 driver calls of a batch is a thread round trip, and on a loaded 2-vCPU machine
-those hops, not SQLite, were most of a batch's time (measured ~350 us each). Other backends
-go through the async engine (`EngineStore`, one `run_sync` per batch).
+How a batch reaches the database is a `ReceiptStore`. On SQLite, `SqliteStore` runs BEGIN
+IMMEDIATE, the INSERT and COMMIT straight on a sqlite3 connection on the loop's thread:
+through aiosqlite each of the ~8 driver calls of a batch is a thread round trip, and on a
+loaded 2-vCPU machine those hops, not SQLite, were most of a batch's time (measured ~350 us
+each). Other backends go through the async engine (`EngineStore`, one `run_sync` per batch).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -119,52 +117,39 @@ class EngineStore:
                 await self._idle.pop().close()
 
 
-class SqliteThreadStore:
-    """A batch on a writer thread of its own: the whole transaction in one hop, started once
-    it is this process's turn to write the file (`write_gate`).
+class SqliteStore:
+    """A batch straight on a sqlite3 connection, on the event loop's thread, once it is this
+    process's turn to write the file (`write_gate`).
 
-    The transaction runs straight on the thread's sqlite3 connection (`BEGIN IMMEDIATE`,
-    `store_receipts_sqlite`, `COMMIT`): SQLAlchemy's execution, transaction object and begin
-    event cost about as much as SQLite's own work for a small batch (ADR 0054). Each thread
-    keeps its connection between batches (a pool checkout and return per batch cost ~60 us
-    of a ~310 us one-row batch); a connection that fails is closed and replaced.
+    The transaction runs on the connection itself (`BEGIN IMMEDIATE`, `store_receipts_sqlite`,
+    `COMMIT`): SQLAlchemy's execution, transaction object and begin event cost about as much
+    as SQLite's own work for a small batch (ADR 0054). It runs on the loop, like the loops'
+    engine (ADR 0049), not on a writer thread: the turn was held from the moment it was
+    granted until the loop came back to the thread's answer, two trips through a busy loop
+    around ~1 ms of work, and every other writer of the file queued behind that (ADR 0057).
+    The connection is kept between batches; one that fails is closed and replaced.
     """
 
     def __init__(
-        self,
-        engine: Engine,
-        *,
-        threads: int = 1,
-        write_gate: str | None = None,
-        turn_timeout_s: float = 5.0,
+        self, engine: Engine, *, write_gate: str | None = None, turn_timeout_s: float = 5.0
     ) -> None:
         self.engine = engine
         self.write_gate = write_gate  # the file's in-process write queue (`sqlite_writes`)
         self.turn_timeout_s = turn_timeout_s
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="ingress-sqlite")
-        self._local = threading.local()
-        self._kept: list[PoolProxiedConnection] = []
+        self._conn: PoolProxiedConnection | None = None
 
     async def commit(self, rows: list[ReceiptRow]) -> list[Stored]:
-        loop = asyncio.get_running_loop()
         if self.write_gate is None:
-            return await loop.run_in_executor(self._threads, self._commit, rows)
+            return self._commit(rows)
         # queue with this process's other writers (router, executor) instead of meeting them
         # in SQLite's busy handler, whose sleeps were most of a webhook's ack time
         async with sqlite_writes.write_turn(self.write_gate, self.turn_timeout_s):
-            return await loop.run_in_executor(self._threads, self._commit, rows)
-
-    def _connection(self) -> PoolProxiedConnection:
-        """This thread's pooled connection (its pragmas set by the engine's connect event; the
-        driver in autocommit mode, so the transaction is ours to begin and end)."""
-        conn: PoolProxiedConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self.engine.raw_connection()
-            self._kept.append(conn)
-        return conn
+            return self._commit(rows)
 
     def _commit(self, rows: list[ReceiptRow]) -> list[Stored]:
-        conn = self._connection()
+        if self._conn is None:  # its pragmas are set by the engine's connect event; the
+            self._conn = self.engine.raw_connection()  # driver in autocommit mode
+        conn = self._conn
         sqlite: Any = conn.driver_connection
         try:
             sqlite.execute("BEGIN IMMEDIATE")
@@ -176,19 +161,17 @@ class SqliteThreadStore:
                     sqlite.execute("ROLLBACK")
                 raise
         except BaseException:
-            self._local.conn = None
-            self._kept.remove(conn)
+            self._conn = None
             with contextlib.suppress(Exception):
                 conn.invalidate()
             raise
         return stored
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._threads.shutdown, wait=True)
-        for conn in self._kept:
+        if self._conn is not None:
             with contextlib.suppress(Exception):
-                conn.close()
-        self._kept = []
+                self._conn.close()
+            self._conn = None
         self.engine.dispose()
 
 

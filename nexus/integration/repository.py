@@ -347,7 +347,7 @@ def _resolve(
 def store_receipts_sqlite(dbapi: Any, dialect: Any, rows: Sequence[ReceiptRow]) -> list[Stored]:
     """`store_receipts` straight on a sqlite3 connection (in the caller's `BEGIN IMMEDIATE`
     ... `COMMIT`), with the same statements' SQL built once: SQLAlchemy's execution and its
-    transaction events were a third of the ingest writer thread's time per batch.
+    transaction events were a third of the ingest writer's time per batch.
 
     The redelivery path reads each delivery key back through the table's unique index (a
     local call per key, not a round trip) and counts it with the same UPDATE."""

@@ -34,7 +34,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.types import BigInteger, TypeEngine
 
-from nexus.platform import sqlite_on_loop, sqlite_writes
+from nexus.platform import sqlite_checkpoints, sqlite_on_loop, sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
@@ -125,7 +125,7 @@ def _sqlite_engine(url: str, database: str, busy_timeout_ms: int, on_loop: bool)
     driver: dict[str, Any] = {"module": sqlite_on_loop.dbapi()} if on_loop else {}
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000}, **driver)
     gate = _write_gate(database) if database != ":memory:" else f"memory:{id(engine)}"
-    _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate)
+    _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate, database=database)
     return engine
 
 
@@ -145,30 +145,34 @@ def is_sqlite_file(url: str) -> bool:
     return parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
 
 
-def create_sqlite_thread_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000) -> Engine:
+def create_sqlite_sync_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000) -> Engine:
     """A synchronous engine on the same SQLite file as `url` (any SQLite driver name).
 
-    For code that runs a whole transaction on a worker thread in one hop: through aiosqlite
-    every statement, BEGIN and COMMIT is its own round trip to the driver's thread, and on a
-    busy machine each hop can cost hundreds of microseconds. Same pragmas and `BEGIN
-    IMMEDIATE` as `create_engine`; a thread has no event loop to queue on, so the caller takes
-    its turn in the in-process write queue first (`sqlite_writes.write_turn` with
-    `sqlite_write_gate(url)`), else it meets the other writers in SQLite's busy handler.
+    For code that runs a whole transaction straight on a sqlite3 connection in one call:
+    through aiosqlite every statement, BEGIN and COMMIT is its own round trip to the driver's
+    thread, and on a busy machine each hop can cost hundreds of microseconds. Same pragmas as
+    `create_engine`; the engine has no write queue of its own, so the caller takes its turn in
+    the in-process write queue first (`sqlite_writes.write_turn` with `sqlite_write_gate(url)`),
+    else it meets the other writers in SQLite's busy handler.
     """
     if not is_sqlite_file(url):
-        raise ValueError("a thread engine needs a SQLite database file")
+        raise ValueError("a synchronous SQLite engine needs a database file")
     parsed = parse_database_url(url)
     engine = sa_create_engine(
         parsed.set(drivername="sqlite+pysqlite"),
         connect_args={"timeout": sqlite_busy_timeout_ms / 1000, "check_same_thread": False},
     )
-    _configure_sqlite(engine, sqlite_busy_timeout_ms, write_gate=None)
+    _configure_sqlite(engine, sqlite_busy_timeout_ms, write_gate=None, database=parsed.database)
     return engine
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, write_gate: str | None) -> None:
-    """Pragmas, `BEGIN IMMEDIATE` for writers, and with `write_gate` the in-process FIFO
-    queue of write transactions on that file (`sqlite_writes`)."""
+def _configure_sqlite(
+    engine: Engine, busy_timeout_ms: int, *, write_gate: str | None, database: str | None
+) -> None:
+    """Pragmas, `BEGIN IMMEDIATE` for writers, with `write_gate` the in-process FIFO queue
+    of write transactions on that file (`sqlite_writes`), and for a file `database` the
+    process's background checkpoints when it has them (`sqlite_checkpoints`)."""
+    path = str(Path(database).resolve()) if database and database != ":memory:" else None
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -179,6 +183,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, *, write_gate: str |
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        if path is not None:
+            sqlite_checkpoints.configure(cursor, path)
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -6,9 +6,9 @@ Two settings, both measured on the webhook pipeline (bench/RESULTS.md):
   long-lived; left in the collector's generations they are rescanned on every older-generation
   pass, which was most of the group-commit p99 tail.
 * a 0.5 ms GIL switch interval: a busy event loop holds the GIL, and a driver thread waiting
-  for it (aiosqlite's, or the ingress writer thread, after each call into SQLite) gets it only
-  when the interpreter forces a switch, by default after 5 ms; every database call pays that
-  hand-over once or twice (measured at 600/s: 6.6 -> 2.6 ms per group commit).
+  for it (aiosqlite's, after each call into SQLite) gets it only when the interpreter forces
+  a switch, by default after 5 ms; every database call pays that hand-over once or twice
+  (measured at 600/s on the then-threaded group commit: 6.6 -> 2.6 ms per batch).
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ class DatabaseSettings(BaseSettings):
     catalog_database_url: SecretStr | None = None
     integration_database_url: SecretStr | None = None
     sqlite_busy_timeout_ms: Annotated[int, Field(ge=0, le=600_000)] = 5000
+    #: A serving role checkpoints its SQLite files' WALs on a thread this often, instead of
+    #: in whichever COMMIT finds the WAL full (docs/adr/0057). 0: SQLite's own checkpoints.
+    sqlite_checkpoint_interval_ms: Annotated[int, Field(ge=0, le=60_000)] = 500
     db_pool_size: Annotated[int, Field(ge=1, le=200)] = 10
     db_connect_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 5.0
     #: MariaDB: a connection that holds a write transaction and sends nothing for this long

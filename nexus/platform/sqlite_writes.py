@@ -194,7 +194,11 @@ async def _take_turn(database: str, timeout_s: float) -> _Turn | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     try:
-        await asyncio.wait_for(lock.acquire(), timeout_s)
+        # not `wait_for`: it runs the acquire as a task of its own, one trip through the loop
+        # even when the lock is free, and on a busy loop each trip is milliseconds that the
+        # turn stands idle while every writer queues behind it (ADR 0057)
+        async with asyncio.timeout(timeout_s):
+            await lock.acquire()
     except TimeoutError:
         return None  # a stuck holder in this process: SQLite's own busy handling
     file = _file_lock(database)

@@ -1,6 +1,6 @@
-"""The ingest writer thread's raw-sqlite3 transaction stores exactly what `store_receipts`
-stores, and the route cache reads secrets only when their files change, logging a missing
-one once (ADR 0054). SQLite files (the writer thread exists for SQLite only)."""
+"""The ingest writer's raw-sqlite3 transaction stores exactly what `store_receipts` stores,
+and the route cache reads secrets only when their files change, logging a missing one once
+(ADR 0054, 0057). SQLite files (the raw-sqlite3 store exists for SQLite only)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.integration import models as m
-from nexus.integration.ingest import SqliteThreadStore
+from nexus.integration.ingest import SqliteStore
 from nexus.integration.repository import ReceiptRow, Stored, store_receipts
 from nexus.integration.route_service import apply_routes
 from nexus.integration.routes import parse_route_file
 from nexus.integration.service import RouteCache
-from nexus.platform.db import create_engine, create_sqlite_thread_engine
+from nexus.platform.db import create_engine, create_sqlite_sync_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import webhook_secret_dir, write_webhook_secret
@@ -98,39 +98,41 @@ async def stored_rows(engine: AsyncEngine) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in found]
 
 
-async def test_the_writer_thread_stores_what_store_receipts_stores(tmp_path: Path) -> None:
-    url, thread_db = await migrated(tmp_path / "thread.sqlite3")
+async def test_the_raw_sqlite3_transaction_stores_what_store_receipts_stores(
+    tmp_path: Path,
+) -> None:
+    url, direct_db = await migrated(tmp_path / "direct.sqlite3")
     _, reference_db = await migrated(tmp_path / "reference.sqlite3")
-    store = SqliteThreadStore(create_sqlite_thread_engine(url))
+    store = SqliteStore(create_sqlite_sync_engine(url))
     try:
-        by_thread: list[list[Stored]] = []
+        by_direct: list[list[Stored]] = []
         by_reference: list[list[Stored]] = []
         for batch in BATCHES:
-            by_thread.append(await store.commit(batch))
+            by_direct.append(await store.commit(batch))
             async with reference_db.begin() as conn:
                 by_reference.append(await conn.run_sync(store_receipts, batch))
     finally:
         await store.close()
-    assert by_thread == by_reference
-    assert [s.duplicate for s in by_thread[1]] == [False, True, True]
-    assert by_thread[1][2].receipt_id == "r" * 31 + "1"
-    thread_rows, reference_rows = await stored_rows(thread_db), await stored_rows(reference_db)
-    assert thread_rows == reference_rows
-    assert len(thread_rows) == 4 + 1200
+    assert by_direct == by_reference
+    assert [s.duplicate for s in by_direct[1]] == [False, True, True]
+    assert by_direct[1][2].receipt_id == "r" * 31 + "1"
+    direct_rows, reference_rows = await stored_rows(direct_db), await stored_rows(reference_db)
+    assert direct_rows == reference_rows
+    assert len(direct_rows) == 4 + 1200
     t = m.ingress_receipt
-    async with thread_db.connect() as conn:
+    async with direct_db.connect() as conn:
         found = await conn.execute(select(t.c.receipt_id, t.c.deliveries).where(t.c.deliveries > 1))
         counts = {str(r.receipt_id): int(r.deliveries) for r in found}
     assert counts == {"r" * 31 + "1": 3, "r" * 31 + "2": 3}  # a: 1 + 1 + 1; b: 1 + 1 + 1
-    await thread_db.dispose()
+    await direct_db.dispose()
     await reference_db.dispose()
 
 
 async def test_a_failed_batch_rolls_back_and_the_next_one_gets_a_new_connection(
     tmp_path: Path,
 ) -> None:
-    url, engine = await migrated(tmp_path / "thread.sqlite3")
-    store = SqliteThreadStore(create_sqlite_thread_engine(url))
+    url, engine = await migrated(tmp_path / "direct.sqlite3")
+    store = SqliteStore(create_sqlite_sync_engine(url))
     broken = row("x", "x" * 32)
     broken.body_bytes = None  # type: ignore[assignment]  # NOT NULL: the INSERT fails
     try:

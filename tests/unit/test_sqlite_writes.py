@@ -1,4 +1,6 @@
-"""The cross-process step of the SQLite write queue: a `flock` handed over without polling."""
+"""The SQLite write queue: a free turn is taken without a trip through the event loop, a
+held one is waited for in order and given up after its timeout; the cross-process step, a
+`flock`, is handed over without polling."""
 
 from __future__ import annotations
 
@@ -9,10 +11,46 @@ from pathlib import Path
 
 import pytest
 
-from nexus.platform.sqlite_writes import _FileLock
+from nexus.platform.sqlite_writes import _FileLock, write_turn
 
 pytestmark = pytest.mark.asyncio
 ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_a_free_turn_is_taken_without_yielding_to_the_loop(tmp_path: Path) -> None:
+    database = str(tmp_path / "db.sqlite3")
+    ran: list[str] = []
+    asyncio.get_running_loop().call_soon(ran.append, "another callback")
+    async with write_turn(database, 5.0):
+        # nothing else ran before the turn was ours: on a busy loop each trip is milliseconds
+        # in which the turn stands idle while every writer of the file queues behind it
+        assert ran == []
+    await asyncio.sleep(0)
+    assert ran == ["another callback"]
+
+
+async def test_a_held_turn_is_waited_for_in_order_and_given_up_after_its_timeout(
+    tmp_path: Path,
+) -> None:
+    database = str(tmp_path / "db.sqlite3")
+    order: list[str] = []
+
+    async def writer(name: str, timeout_s: float) -> None:
+        async with write_turn(database, timeout_s):
+            order.append(name)
+            await asyncio.sleep(0.05)
+
+    async with write_turn(database, 5.0):
+        waiting = [asyncio.create_task(writer(name, 5.0)) for name in ("first", "second")]
+        await asyncio.sleep(0.1)
+        assert order == []  # both wait while the turn is held
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await writer("impatient", 0.05)  # no turn within its timeout: goes ahead without one
+        assert loop.time() - started < 1.0
+        assert order == ["impatient"]
+    await asyncio.gather(*waiting)
+    assert order == ["impatient", "first", "second"]
 
 
 async def test_a_waiter_gets_the_lock_the_moment_the_holder_lets_go(tmp_path: Path) -> None:
