@@ -4,6 +4,7 @@ and the route cache reads secrets only when their files change, logging a missin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -226,3 +227,41 @@ async def test_the_cache_keeps_secrets_for_its_ttl(routes: tuple[RouteCache, Pat
     assert await secrets_of(cache, "signed") == []  # within the TTL: the cached view
     cache.invalidate()
     assert await secrets_of(cache, "signed") == ["later"]
+
+
+async def test_a_lookup_late_in_the_ttl_reads_ahead_without_waiting(
+    routes: tuple[RouteCache, Path],
+) -> None:
+    cache, var_dir = routes
+    cache.ttl = 0.6
+    assert await secrets_of(cache, "signed") == []  # the first read: waited for
+    write_webhook_secret(var_dir, "demo-new", "rotated")
+    assert await secrets_of(cache, "signed") == []  # first half of the ttl: the cached view
+    await asyncio.sleep(0.35)
+    # second half: answered from the cache at once, the next read runs behind it
+    assert await secrets_of(cache, "signed") == []
+    ahead = cache._ahead
+    assert ahead is not None
+    assert not ahead.done()
+    await ahead
+    assert await secrets_of(cache, "signed") == ["rotated"]  # well before the old ttl ended
+
+
+async def test_an_invalidation_during_a_read_ahead_is_not_lost(
+    routes: tuple[RouteCache, Path],
+) -> None:
+    cache, var_dir = routes
+    cache.ttl = 0.6
+    assert await secrets_of(cache, "signed") == []
+    await asyncio.sleep(0.35)
+    assert await secrets_of(cache, "signed") == []  # starts a read ahead
+    ahead = cache._ahead
+    assert ahead is not None
+    for _ in range(3):  # the read gets under way: it holds the lock until it is done
+        await asyncio.sleep(0)
+    assert cache._lock.locked()
+    write_webhook_secret(var_dir, "demo-new", "after-the-read-began")
+    cache.invalidate()  # e.g. Catalog changed the routes while the read was under way
+    await ahead
+    assert cache._expires == 0.0  # what that read saw is not trusted for a ttl
+    assert await secrets_of(cache, "signed") == ["after-the-read-began"]  # read again
