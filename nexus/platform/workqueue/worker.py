@@ -238,8 +238,11 @@ class Worker:
                 claimed = 0
                 await self._sleep(1.0)
             if claimed == 0:  # until the next poll, a wake, or a lane moving here
+                # not `wait_for`: its task of its own costs a second trip through a busy loop
+                # between the wake and the claim (ADR 0057)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), settings.idle_poll_ms / 1000)
+                    async with asyncio.timeout(settings.idle_poll_ms / 1000):
+                        await self._wakeup.wait()
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
