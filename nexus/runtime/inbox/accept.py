@@ -138,12 +138,13 @@ class CommandInbox:
         requests: Sequence[AcceptCommandRequest],
     ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(requests)
+        # computed before the write turn: the file's other writers wait while it is held
+        keys = [message_key(workload, r.message_id) for r in requests]
+        digests = [command_digest(r.command) for r in requests]
         async with unit_of_work(self.sessions) as session:
             conn = await session.connection()  # one for every statement of the accept
             bindings = await bound_users(conn, sorted({r.org_id for r in requests}), workload)
             run_as = bindings.run_as
-            keys = [message_key(workload, r.message_id) for r in requests]
-            digests = [command_digest(r.command) for r in requests]
             prior: dict[tuple[str, str], StoredMessage] = {}
             for org_id in sorted(run_as):
                 found = await stored_messages(
