@@ -29,7 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration import models as m
 from nexus.integration.operations_repository import OperationsRepository, RouteState
-from nexus.platform.db import db_now_ms, reading
+from nexus.platform import fast_sql
+from nexus.platform.db import reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
@@ -236,7 +237,7 @@ async def replay_since(
     `max_items` with `next_cursor` set (call again with it to go on)."""
     report = Report()
     async with reading(engine) as conn:
-        started = int((await conn.execute(db_now_ms().select())).scalar_one())
+        started = await fast_sql.read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started
     filters = operate.Filters(
         family=query.pack,

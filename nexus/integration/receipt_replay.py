@@ -39,7 +39,8 @@ from nexus.integration.failed_receipts_repository import (
 from nexus.integration.operations import MAX_BULK, PAGE, REFUSED, REPLAYED, Operator
 from nexus.integration.operations_repository import OperationsRepository
 from nexus.integration.routing_repository import FAILED
-from nexus.platform.db import db_now_ms, reading
+from nexus.platform import fast_sql
+from nexus.platform.db import reading
 from nexus.platform.workqueue.operate import MAX_BATCH
 from nexus.platform.workqueue.store import new_token
 
@@ -225,7 +226,7 @@ async def replay_failed_since(
     with `next_cursor` set."""
     report = ReceiptReport()
     async with reading(engine) as conn:
-        started = int((await conn.execute(db_now_ms().select())).scalar_one())
+        started = await fast_sql.read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started
     where = query.where(until_ms=until)
     cursor = query.cursor

@@ -38,7 +38,7 @@ from nexus.integration.operations_repository import OperationsRepository
 from nexus.integration.router import EXECUTOR_OWNER, RouterSettings, enqueue_work, map_receipt
 from nexus.integration.routes import ActiveRoute
 from nexus.integration.routing_repository import ClaimedReceipt, current_routes, insert_events
-from nexus.platform.db import db_now_ms
+from nexus.platform import fast_sql
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue.store import DEAD, QueuePolicy, WorkStore
 
@@ -68,7 +68,7 @@ async def reroute_items(
             versions.setdefault((row.connector, row.route_key), set()).add(int(row.route_version))
         routes = await ops_repo.routes(org_id=operator.org_id, wanted=versions)
         active = await current_routes(conn, org_id=operator.org_id)
-        now_ms = int((await conn.execute(db_now_ms().select())).scalar_one())
+        now_ms = await fast_sql.read_now_ms(conn)
         decisions = []
         for work_id in wanted:
             row = rows.get(work_id)

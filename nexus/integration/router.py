@@ -70,7 +70,7 @@ from nexus.integration.routing_repository import (
     receipt_orgs,
 )
 from nexus.platform import fast_sql
-from nexus.platform.db import db_now_ms, reading
+from nexus.platform.db import reading
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -92,7 +92,6 @@ WORK_TYPE = "command"
 FAILPOINT_AFTER_CLAIM = "router.after_claim"
 FAILPOINT_BEFORE_COMMIT = "router.before_commit"
 ORGS_REFRESH_SECONDS = 5.0
-_NOW = db_now_ms().select()
 
 
 def installed_pack_id(connector: str) -> str:
@@ -515,7 +514,7 @@ class ReceiptRouter:
         """Map the batch with the CURRENT routes and write its outcome, in `conn`'s
         transaction (which holds the batch's leases)."""
         routes = await current_routes(conn, org_id=org_id)
-        now_ms = int((await fast_sql.execute(conn, _NOW)).scalar_one())
+        now_ms = await fast_sql.read_now_ms(conn)
         writes = _Writes()
         for loaded in batch:
             self._route(writes, loaded, routes)

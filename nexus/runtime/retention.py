@@ -26,7 +26,8 @@ from typing import Any
 from sqlalchemy import Column, Table, and_, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from nexus.platform.db import db_now_ms, reading
+from nexus.platform import fast_sql
+from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
 from nexus.platform.workqueue import retention as work_retention
@@ -54,7 +55,7 @@ class Pruned:
 async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BATCH) -> Pruned:
     """One retention pass (see the module docstring)."""
     async with reading(engine) as conn:
-        cutoff = int((await conn.execute(db_now_ms().select())).scalar_one()) - retention_ms
+        cutoff = await fast_sql.read_now_ms(conn) - retention_ms
     pruned = Pruned()
     for tables, field in ((m.inbox, "inbox"), (m.outbox, "outbox")):
         while True:

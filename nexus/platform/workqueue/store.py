@@ -171,9 +171,6 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
     ).values(fast_sql.row_values(lanes, _LANE_COLUMNS))
 
 
-_NOW = db_now_ms().select()
-
-
 class WorkStore:
     def __init__(self, tables: WorkTables, *, owner: str, lease_ms: int = 30_000) -> None:
         self.t = tables
@@ -250,7 +247,7 @@ class WorkStore:
                 self._insert_targets(dialect),
                 [{"family": f, "target_key": k} for f, k in targets],
             )
-        now = int((await fast_sql.execute(conn, _NOW)).scalar_one())
+        now = await fast_sql.read_now_ms(conn)
         rows: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             rows.append(

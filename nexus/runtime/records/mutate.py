@@ -33,7 +33,6 @@ from nexus.contracts.records import (
     RecordError,
 )
 from nexus.platform import fast_sql
-from nexus.platform.db import db_now_ms
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access import CallerAccess
@@ -51,7 +50,6 @@ from nexus.runtime.search.index import index_changes
 
 log = get_logger(__name__)
 #: The database clock, once per mutation: built once, through `fast_sql` (an integer back).
-_DB_NOW_MS = db_now_ms().select()
 
 
 class AllOrNoneRolledBack(Exception):
@@ -130,7 +128,7 @@ async def mutate(
             code=ErrorCategory.LIMIT_EXCEEDED.value,
         )
     store = RecordStore(session, caller.org_id)
-    now_ms = int((await fast_sql.execute(await store.connection(), _DB_NOW_MS)).scalar_one())
+    now_ms = await fast_sql.read_now_ms(await store.connection())
     ctx = _Context(session, view, access, caller, store, now_ms)
     work = [_Work(index=i, item=item) for i, item in enumerate(request.items)]
     await _replay(ctx, work)
