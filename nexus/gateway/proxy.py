@@ -16,7 +16,12 @@ from typing import Any
 from prometheus_client import Counter
 from starlette.types import Receive, Scope, Send
 
-from nexus.contracts.errors import PayloadTooLarge, UpstreamError, UpstreamTimeout
+from nexus.contracts.errors import (
+    PayloadTooLarge,
+    ServiceUnavailable,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from nexus.gateway.route_table import Route
 from nexus.gateway.upstream import (
     UpstreamConnection,
@@ -284,6 +289,8 @@ async def forward(
         log.warning("gateway.upstream_failed", upstream=name, kind=failure.kind)
         if failure.kind == "timeout":
             raise UpstreamTimeout(f"upstream {name} did not answer in time") from None
+        if failure.kind == "busy":
+            raise ServiceUnavailable(f"upstream {name} is busy; retry later") from None
         raise UpstreamError(f"upstream {name} is not reachable") from None
     try:
         await _relay_answer(send, conn, name, head_only=head_only)

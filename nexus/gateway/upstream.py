@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-FailureKind = Literal["connect", "timeout", "broken"]
+FailureKind = Literal["connect", "busy", "timeout", "broken"]
 
 #: Idle connections older than this are closed instead of reused. Below uvicorn's 5 s
 #: keep-alive timeout (every Nexus role), so the gateway gives a connection up before the
@@ -36,8 +36,9 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELET
 
 
 class UpstreamFailure(Exception):
-    """The exchange failed: `connect` (no connection), `timeout` (the upstream went silent
-    for the read timeout), `broken` (the upstream closed or sent something unparseable)."""
+    """The exchange failed: `connect` (no connection), `busy` (every pooled connection stayed
+    busy for the connect timeout), `timeout` (the upstream went silent for the read
+    timeout), `broken` (the upstream closed or sent something unparseable)."""
 
     def __init__(self, kind: FailureKind) -> None:
         super().__init__(kind)
@@ -310,7 +311,8 @@ class UpstreamPool:
 
     async def acquire(self, *, fresh: bool = False) -> UpstreamConnection:
         """A connection for one exchange: an idle one that is still usable, else a new one
-        (`fresh`: always a new one); waits while `limit` connections are busy."""
+        (`fresh`: always a new one); waits while `limit` connections are busy, at most the
+        connect timeout (then `busy`: nothing was sent)."""
         if self._closed:
             raise UpstreamFailure("connect")
         now = self.loop.time()
@@ -325,7 +327,11 @@ class UpstreamPool:
         if self._size < self.limit:
             self._size += 1
         else:
-            handed = await self._wait_for_slot()
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    handed = await self._wait_for_slot()
+            except TimeoutError:
+                raise UpstreamFailure("busy") from None
             if handed is not None:
                 return handed
             # else a slot was passed on to us: count already includes it

@@ -670,3 +670,25 @@ async def test_a_request_waiting_for_a_full_pool_can_give_up(upstream: ScriptedU
     pool.release(again)
     assert upstream.connections == 1
     await pool.close()
+
+
+async def test_a_request_waits_for_a_full_pool_at_most_the_connect_timeout(
+    upstream: ScriptedUpstream,
+) -> None:
+    pool = UpstreamPool(upstream.url, limit=1, connect_timeout=0.2, read_timeout=5)
+    request = b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n"
+    held = await exchange(pool, "GET", request, head_only=False)
+    await held.read_body()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(UpstreamFailure) as failed:  # the gateway answers 503, sends nothing
+        await exchange(pool, "POST", b"POST /ok HTTP/1.1\r\nhost: x\r\n\r\n", head_only=False)
+    assert failed.value.kind == "busy"
+    assert 0.15 < loop.time() - started < 1.0
+    assert [seen.method for seen in upstream.requests] == ["GET"]
+    pool.release(held)
+    again = await exchange(pool, "GET", request, head_only=False)  # the slot was not lost
+    assert await again.read_body()
+    pool.release(again)
+    assert upstream.connections == 1
+    await pool.close()
