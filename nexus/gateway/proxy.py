@@ -10,6 +10,8 @@ with the JSON error body every Nexus role uses. The HTTP/1.1 client underneath i
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,10 +183,9 @@ def _target(scope: Scope, route: Route, pool: UpstreamPool) -> bytes:
     return target + b"?" + query if query else target
 
 
-async def _read_declared(receive: Receive, declared: int) -> bytes:
-    """A body of declared length, read whole (at most the body limit): sent upstream in the
-    same write as the request head."""
-    parts: list[bytes] = []
+async def _client_body(receive: Receive, limit: int) -> AsyncGenerator[bytes, None]:
+    """The client's body as it arrives, counted against `limit` (`_BodyTooLarge` past it;
+    `_ClientGone` when the client disconnects first)."""
     seen = 0
     while True:
         message = await receive()
@@ -192,11 +193,18 @@ async def _read_declared(receive: Receive, declared: int) -> bytes:
             raise _ClientGone
         chunk = message.get("body", b"")
         seen += len(chunk)
-        if seen > declared:
+        if seen > limit:
             raise _BodyTooLarge
-        parts.append(chunk)
+        yield chunk
         if not message.get("more_body", False):
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            return
+
+
+async def _read_declared(receive: Receive, declared: int) -> bytes:
+    """A body of declared length, read whole (at most the body limit): sent upstream in the
+    same write as the request head."""
+    parts = [chunk async for chunk in _client_body(receive, declared)]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 async def _send_streamed(
@@ -222,22 +230,16 @@ async def _send_streamed(
         else:
             framing = b"content-length: %d\r\n\r\n" % declared
         conn.write(head + framing)
-        seen = 0
-        while not conn.closed:  # an upstream that answered early and closed takes no more
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _ClientGone
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > limit:
-                raise _BodyTooLarge
-            if chunk:
-                conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
-                await conn.drain()
-            if not message.get("more_body", False):
+        async with contextlib.aclosing(_client_body(receive, limit)) as body:
+            async for chunk in body:
+                if conn.closed:  # an upstream that answered early and closed takes no more
+                    break
+                if chunk:
+                    conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    await conn.drain()
+            else:
                 if chunked:
                     conn.write(b"0\r\n\r\n")
-                break
         await conn.read_head()
     except BaseException:
         conn.abort()
