@@ -172,7 +172,7 @@ def _configure_sqlite(
     """Pragmas, `BEGIN IMMEDIATE` for writers, with `write_gate` the in-process FIFO queue
     of write transactions on that file (`sqlite_writes`), and for a file `database` the
     process's background checkpoints when it has them (`sqlite_checkpoints`)."""
-    path = str(Path(database).resolve()) if database and database != ":memory:" else None
+    path = _write_gate(database) if database and database != ":memory:" else None
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
