@@ -19,7 +19,7 @@ import pytest_asyncio
 from fastapi import FastAPI
 
 from nexus.gateway.app import create_app as create_gateway_app
-from nexus.gateway.upstream import UpstreamFailure, UpstreamPool, exchange
+from nexus.gateway.upstream import UpstreamConnection, UpstreamFailure, UpstreamPool, exchange
 from nexus.platform.settings import load_settings
 from nexus.platform.tls import ensure_local_tls
 from tests.support.servers import closed_port_url, serving, serving_client
@@ -653,6 +653,18 @@ async def test_https_upstreams_are_verified(tmp_path, monkeypatch) -> None:
                 assert reply.json() == {"route": "contacts"}
 
 
+async def _the_slot_was_not_lost(
+    pool: UpstreamPool, held: UpstreamConnection, upstream: ScriptedUpstream
+) -> None:
+    """Once `held` (the pool's one connection) is back, a request gets it again."""
+    pool.release(held)
+    again = await exchange(pool, "GET", b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n", head_only=False)
+    assert await again.read_body()
+    pool.release(again)
+    assert upstream.connections == 1
+    await pool.close()
+
+
 async def test_a_request_waiting_for_a_full_pool_can_give_up(upstream: ScriptedUpstream) -> None:
     pool = UpstreamPool(upstream.url, limit=1, connect_timeout=1, read_timeout=5)
     request = b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n"
@@ -664,12 +676,7 @@ async def test_a_request_waiting_for_a_full_pool_can_give_up(upstream: ScriptedU
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    pool.release(held)
-    again = await exchange(pool, "GET", request, head_only=False)  # the slot was not lost
-    assert await again.read_body()
-    pool.release(again)
-    assert upstream.connections == 1
-    await pool.close()
+    await _the_slot_was_not_lost(pool, held, upstream)
 
 
 async def test_a_request_waits_for_a_full_pool_at_most_the_connect_timeout(
@@ -686,9 +693,4 @@ async def test_a_request_waits_for_a_full_pool_at_most_the_connect_timeout(
     assert failed.value.kind == "busy"
     assert 0.15 < loop.time() - started < 1.0
     assert [seen.method for seen in upstream.requests] == ["GET"]
-    pool.release(held)
-    again = await exchange(pool, "GET", request, head_only=False)  # the slot was not lost
-    assert await again.read_body()
-    pool.release(again)
-    assert upstream.connections == 1
-    await pool.close()
+    await _the_slot_was_not_lost(pool, held, upstream)
