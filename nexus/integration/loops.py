@@ -4,8 +4,9 @@ Both run on the loops engine (`nexus-integration-loops`), never on the ingress p
 has its own concurrency budget: `integration_router_concurrency` router tasks (one batch in
 flight each) and one `Worker` over `integration_work` with `integration_executor_concurrency`
 commands in flight (sent to AcceptCommand in batches, `executor.py`). Ingress in the same
-process wakes the routers after each committed receipt batch, and the routers wake the
-executor after each materialized batch. `stop()` drains: routers finish their batch, the
+process wakes the routers after each committed receipt batch; the executor claims a router's
+new WorkItems in the router's own transaction while it has free executors (and is woken for
+whatever it could not take, `Worker.claim_along`). `stop()` drains: routers finish their batch, the
 worker stops claiming, gives running calls the grace period and releases the rest (pending
 again).
 """
@@ -72,8 +73,8 @@ class IntegrationLoops:
                 drain_timeout_s=self.grace_seconds,
             ),
         )
-        for router in self.routers:  # new WorkItems: the executor claims them now
-            router.on_routed = self.worker.wake
+        for router in self.routers:  # new WorkItems: the executor claims them along
+            router.executor = self.worker
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
 

@@ -19,6 +19,10 @@ when the failure may pass (the stored body is unreadable, the transaction failed
 `max_attempts` claims, then `failed`. A batch whose transaction fails is retried one receipt
 per transaction, so one bad row cannot hold the others back.
 
+The executor of this process claims the new WorkItems in the same transaction when it has
+free executors (`Worker.claim_along`, ADR 0059): they start the moment it commits, instead of
+after the executor's next claim round; whatever it could not take, its poller claims.
+
 Events of a route applied with `nexus integration apply-routes` have no Catalog pack yet: the
 installed pack id is `routes:<connector>` and the pack generation is the route version.
 """
@@ -31,7 +35,7 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +79,7 @@ from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token
-from nexus.platform.workqueue.worker import backoff_ms
+from nexus.platform.workqueue.worker import Along, Worker, backoff_ms
 
 log = get_logger(__name__)
 
@@ -284,6 +288,14 @@ class _LeaseLost(Exception):
     pass
 
 
+@dataclass
+class _Transaction:
+    """A materialization transaction's connection, and what the executor claimed along."""
+
+    conn: AsyncConnection
+    along: Along | None = None
+
+
 class ReceiptRouter:
     def __init__(
         self,
@@ -306,8 +318,8 @@ class ReceiptRouter:
         self._orgs_read_at = -ORGS_REFRESH_SECONDS
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        #: Called after a batch is materialized (the executor's wake-up in this process).
-        self.on_routed: Callable[[], None] = lambda: None
+        #: This process's executor: it claims new WorkItems along (set by IntegrationLoops).
+        self.executor: Worker | None = None
 
     # ------------------------------------------------------------------ loop
     def wake(self) -> None:
@@ -364,8 +376,8 @@ class ReceiptRouter:
             return 0
         token = new_token()
         try:
-            async with self.engine.begin() as conn:
-                claimed = await self._claim(conn, org_id, ids, token)
+            async with self._transaction() as tx:
+                claimed = await self._claim(tx.conn, org_id, ids, token)
                 if not claimed:
                     return 0
                 if any(receipt.body_snapshot is None for receipt in claimed):
@@ -374,7 +386,7 @@ class ReceiptRouter:
                     batch = None
                     self._crash_at(FAILPOINT_AFTER_CLAIM)
                     loaded = [self._loaded(r, bytes(r.body_snapshot or b"")) for r in claimed]
-                    written = await self._write(conn, org_id, token, loaded)
+                    written = await self._write(tx, org_id, token, loaded)
         except Exception as exc:
             if _unavailable(exc):
                 raise
@@ -392,7 +404,6 @@ class ReceiptRouter:
             return len(batch.receipts)
         self._written(written)
         self.stats.batches += 1
-        self.on_routed()
         return len(claimed)
 
     async def claim(self, org_id: str, ids: list[str] | None = None) -> ClaimedBatch | None:
@@ -425,7 +436,6 @@ class ReceiptRouter:
         loaded = [await self._load(receipt) for receipt in batch.receipts]
         await self._materialize(batch.org_id, batch.token, loaded, split=True)
         self.stats.batches += 1
-        self.on_routed()
 
     async def _load(self, receipt: ClaimedReceipt) -> _Loaded:
         if receipt.body_snapshot is not None:
@@ -500,19 +510,36 @@ class ReceiptRouter:
 
     async def _commit(self, org_id: str, token: str, batch: list[_Loaded]) -> None:
         ids = [loaded.receipt.receipt_id for loaded in batch]
-        async with self.engine.begin() as conn:
+        async with self._transaction() as tx:
             if not await fence_receipts(
-                conn, org_id=org_id, token=token, ids=ids, lease_ms=self.settings.lease_ms
+                tx.conn, org_id=org_id, token=token, ids=ids, lease_ms=self.settings.lease_ms
             ):
                 raise _LeaseLost
-            written = await self._write(conn, org_id, token, batch)
+            written = await self._write(tx, org_id, token, batch)
         self._written(written)
 
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_Transaction]:
+        """A write transaction; what the executor claimed along in it starts once it has
+        committed, and is let go if it did not."""
+        async with self.engine.connect() as conn:
+            tx = _Transaction(conn)
+            try:
+                async with conn.begin():
+                    yield tx
+            except BaseException:
+                if tx.along is not None and self.executor is not None:
+                    self.executor.along_ended(tx.along, committed=False)
+                raise
+            if tx.along is not None and self.executor is not None:
+                self.executor.along_ended(tx.along, committed=True)
+
     async def _write(
-        self, conn: AsyncConnection, org_id: str, token: str, batch: list[_Loaded]
+        self, tx: _Transaction, org_id: str, token: str, batch: list[_Loaded]
     ) -> tuple[_Writes, set[tuple[str, str]]]:
-        """Map the batch with the CURRENT routes and write its outcome, in `conn`'s
-        transaction (which holds the batch's leases)."""
+        """Map the batch with the CURRENT routes and write its outcome, in `tx`'s transaction
+        (which holds the batch's leases); the executor claims the new WorkItems along."""
+        conn = tx.conn
         routes = await current_routes(conn, org_id=org_id)
         now_ms = await fast_sql.read_now_ms(conn)
         writes = _Writes()
@@ -523,6 +550,9 @@ class ReceiptRouter:
         await mark_materialized(conn, org_id=org_id, token=token, ids=writes.materialized)
         await mark_failed(conn, org_id=org_id, token=token, errors=writes.failed)
         await mark_retry(conn, org_id=org_id, token=token, retries=writes.retries)
+        if writes.work and self.executor is not None:
+            queues = {(item.family, item.queue_class) for _, item in writes.work}
+            tx.along = await self.executor.claim_along(conn, queues, len(writes.work))
         self._crash_at(FAILPOINT_BEFORE_COMMIT)
         return writes, new_queues
 

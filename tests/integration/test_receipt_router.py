@@ -31,6 +31,8 @@ from nexus.integration.router import (
 from nexus.integration.routes import RouteFile, parse_route_file
 from nexus.platform.db import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
+from nexus.platform.workqueue.store import Claimed, WorkStore
+from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from tests.conftest import Backend
 from tests.support.receipts import receipt_row
 
@@ -394,3 +396,45 @@ async def test_a_row_the_database_refuses_does_not_hold_back_its_batch(stack: St
     assert poisoned["error"] == "routing failed (IntegrityError)"
     assert await stack.events([ids[2]]) == []  # its transaction rolled back whole
     assert len(await stack.events(ids)) == 3
+
+
+async def test_the_executor_claims_new_work_items_in_the_routers_transaction(
+    stack: Stack,
+) -> None:
+    """With this process's executor at hand, the router claims the WorkItems it writes in
+    its own transaction (ADR 0059): they are held the moment it commits and start without a
+    claim round of the executor's poller; what it cannot claim (a queue the executor has not
+    read yet) the woken poller claims."""
+    ran: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        ran.append(item.id)
+
+    settings = WorkerSettings(idle_poll_ms=60_000, queue_refresh_ms=0)
+    worker = Worker(stack.engine, WorkStore(m.work, owner=EXECUTOR_OWNER), handler, settings)
+    router = stack.router()
+    router.executor = worker
+    task = asyncio.create_task(worker.run())
+    try:
+        await stack.drain(router)  # what earlier tests left
+        await stack.receive(contact(1, source="along"), route="leads")
+        await stack.drain(router)
+        async with asyncio.timeout(30):
+            while not ran:  # noqa: ASYNC110 - the worker's own progress
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the poller's round after its first claim finds nothing
+        rounds, before = worker.stats.claims, len(ran)
+        ids = [await stack.receive(contact(n, source="along"), route="leads") for n in range(2, 7)]
+        assert await router.step() == 5
+        work = await stack.work_for([e["event_id"] for e in await stack.events(ids)])
+        assert len(work) == 5
+        assert {w["state"] for w in work} <= {"processing", "succeeded"}  # held at commit
+        assert {w["lease_owner"] for w in work} == {EXECUTOR_OWNER}
+        async with asyncio.timeout(30):
+            while len(ran) < before + 5:  # noqa: ASYNC110 - the worker's own progress
+                await asyncio.sleep(0.01)
+        assert sorted(ran[before:]) == sorted(w["id"] for w in work)
+        assert worker.stats.claims == rounds  # no claim round of the poller took them
+    finally:
+        worker.stop()
+        await task

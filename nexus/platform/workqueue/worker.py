@@ -15,6 +15,12 @@
                on the completer's own connection, alongside the claims
     heartbeat  renews every live lease once per lease/3 (one statement per token); an item
                whose lease was lost is cancelled locally and records nothing
+    along      a writer in this process that has just made work claimable (the receipt router
+               materializing WorkItems) may run a claim round for those queues inside its own
+               transaction (`claim_along`, then `along_ended`): the same claim statement and
+               fencing, the same free executors, finished outcomes riding along as in the
+               poller's rounds; the items start once that transaction has committed. The poller
+               still claims everything else (retries, reclaims, what found no free executor)
 
 `stop()` drains: no new claims, running items get `drain_timeout` to finish, the rest are
 released (pending again, attempt kept).
@@ -26,7 +32,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -128,6 +134,16 @@ class _Queues:
     keys: list[tuple[str, str, int]] = field(default_factory=list)
     epochs: dict[str, int] = field(default_factory=dict)
     read_at: float = 0.0
+
+
+@dataclass
+class Along:
+    """A claim round carried in another writer's transaction (`Worker.claim_along`)."""
+
+    done: list[tuple[Claimed, Outcome]] = field(default_factory=list)
+    lost: set[str] = field(default_factory=set)
+    claimed: list[Claimed] = field(default_factory=list)
+    short: bool = False  # a queue may have claimable work left: the poller looks
 
 
 def backoff_ms(attempt: int, base_ms: int, cap_ms: int) -> int:
@@ -326,6 +342,60 @@ class Worker:
             free -= len(got)
             total += len(got)
         return total
+
+    async def claim_along(
+        self, conn: AsyncConnection, queues: Iterable[tuple[str, str]], fresh: int
+    ) -> Along:
+        """A claim round for `queues` inside the caller's write transaction `conn`, which has
+        just made `fresh` items claimable there. Up to the free executors are claimed (their
+        slots held from now), finished outcomes ride along (SQLite); nothing starts before
+        `along_ended(along, committed=True)` after the commit. A queue of a family this
+        worker does not hold (not admitted, not read yet) is left to the poller."""
+        along = Along()
+        if self._stopping.is_set():
+            along.short = True
+            return along
+        along.done = self._take_results(self.settings.flush_max) if self._ride_along else []
+        if along.done:
+            along.lost = await self._write_outcomes(conn, along.done)
+        free = self.settings.concurrency - len(self._live)
+        for family, queue_class in sorted(set(queues)):
+            epoch = self._queues.epochs.get(family)
+            ask = min(free, self.stats.batch)
+            if epoch is None or ask <= 0:
+                along.short = True
+                continue
+            got = await self.store.claim(conn, family, queue_class, epoch, ask)
+            if len(got) == ask:
+                along.short = True  # there may be more than it could take
+            for claimed in got:  # the slot is held; the heartbeat leaves it until it starts
+                self._live[claimed.id] = _Live(claimed, finishing=True)
+            along.claimed += got
+            free -= len(got)
+        if len(along.claimed) < fresh:
+            along.short = True
+        return along
+
+    def along_ended(self, along: Along, *, committed: bool) -> None:
+        """After the transaction of `claim_along`: committed, the claimed items start and the
+        outcomes count; rolled back, nothing of it happened (the outcomes wait for the next
+        write, the slots are free). Either way the poller looks when work may be left."""
+        if not committed:
+            self._give_back(along.done)
+            for claimed in along.claimed:
+                self._live.pop(claimed.id, None)
+            self._slots.set()
+            self.wake()
+            return
+        if along.done:
+            self._settle(along.done, along.lost)
+        for claimed in along.claimed:
+            live = self._live[claimed.id]
+            live.finishing = False
+            live.task = asyncio.create_task(self._execute(claimed))
+        self.stats.claimed += len(along.claimed)
+        if along.short:
+            self.wake()
 
     async def _has_work(self, family: str, queue_class: str) -> bool:
         async with reading(self.engine) as conn:

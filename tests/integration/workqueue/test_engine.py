@@ -27,6 +27,7 @@ from nexus.platform.workqueue.store import (
 )
 from nexus.platform.workqueue.tables import WorkTables, work_tables
 from nexus.platform.workqueue.worker import (
+    Along,
     Retryable,
     Terminal,
     Worker,
@@ -437,3 +438,62 @@ async def claim_in_own_transaction(
 ) -> list[Claimed]:
     async with queue.engine.begin() as conn:
         return await store.claim(conn, family, "default", epoch, limit)
+
+
+async def test_work_claimed_along_in_a_writers_transaction_starts_only_once_it_commits(
+    queue: Queue,
+) -> None:
+    """`claim_along`: a writer that makes work claimable claims it in its own transaction
+    (the receipt router does, ADR 0059). Nothing runs before the commit; after it every item
+    runs once, fenced as any claim; a writer that rolls back leaves no item and no held slot."""
+    family = queue.family()
+    store = queue.store()
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    async def handler(item: Claimed) -> None:
+        if item.family == family:
+            ran.append(item.payload)
+            started.set()
+
+    worker = Worker(queue.engine, store, handler, fast())
+    task = asyncio.create_task(worker.run())
+    try:
+        await queue.enqueue([NewItem(family, "default", "warm")])  # the worker learns the family
+        async with asyncio.timeout(30):
+            await started.wait()
+        key = {(family, "default")}
+        async with queue.engine.begin() as conn:
+            ids = await store.enqueue(conn, [NewItem(family, "default", str(i)) for i in range(5)])
+            along = await worker.claim_along(conn, key, len(ids))
+            assert sorted(c.id for c in along.claimed) == sorted(ids)
+            assert not along.short
+        await asyncio.sleep(0.05)
+        assert ran == ["warm"]  # claimed, but not started: the commit has not been announced
+        worker.along_ended(along, committed=True)
+        gone: list[str] = []
+        rolled: list[Along] = []
+
+        async def write_then_fail() -> None:
+            async with queue.engine.begin() as conn:
+                gone.extend(await store.enqueue(conn, [NewItem(family, "default", "undone")]))
+                rolled.append(await worker.claim_along(conn, key, 1))
+                raise RuntimeError("the writer fails: its items never existed")
+
+        with pytest.raises(RuntimeError):
+            await write_then_fail()
+        assert [c.id for c in rolled[0].claimed] == gone
+        worker.along_ended(rolled[0], committed=False)
+        assert gone[0] not in worker._live  # its slot is free again
+        await queue.enqueue([NewItem(family, "default", "after")])
+        async with asyncio.timeout(30):
+            while not await all_final(queue, family, 7):  # noqa: ASYNC110 - the database
+                await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await task
+    assert sorted(ran) == sorted(["warm", "after", *map(str, range(5))])
+    rows = await queue.rows(family)
+    assert gone[0] not in rows
+    assert {r["state"] for r in rows.values()} == {SUCCEEDED}
+    assert {r["attempt"] for r in rows.values()} == {1}
