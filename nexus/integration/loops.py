@@ -5,10 +5,10 @@ has its own concurrency budget: `integration_router_concurrency` router tasks (o
 flight each) and one `Worker` over `integration_work` with `integration_executor_concurrency`
 commands in flight (sent to AcceptCommand in batches, `executor.py`). Ingress in the same
 process wakes the routers after each committed receipt batch; the executor claims a router's
-new WorkItems in the router's own transaction while it has free executors (and is woken for
-whatever it could not take, `Worker.claim_along`). `stop()` drains: routers finish their batch, the
-worker stops claiming, gives running calls the grace period and releases the rest (pending
-again).
+new WorkItems in the router's own transaction while it has free executors, and is woken for
+whatever it could not take (`Worker.claim_along`). `stop()` drains: routers finish their
+batch, the worker stops claiming, gives running calls the grace period and releases the rest
+(pending again).
 """
 
 from __future__ import annotations

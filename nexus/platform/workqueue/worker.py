@@ -212,10 +212,10 @@ class Worker:
         running = [live.task for live in self._live.values() if live.task and not live.task.done()]
         if running:
             await asyncio.wait(running, timeout=self.settings.drain_timeout_s)
-        unfinished = [
+        unfinished = [  # running, or claimed along and never started
             live.claimed
             for live in self._live.values()
-            if live.task is not None and not live.task.done()
+            if live.task is None or not live.task.done()
         ]
         for claimed in unfinished:
             task = self._live[claimed.id].task
@@ -390,7 +390,9 @@ class Worker:
         if along.done:
             self._settle(along.done, along.lost)
         for claimed in along.claimed:
-            live = self._live[claimed.id]
+            live = self._live.get(claimed.id)
+            if live is None or self._stopping.is_set():
+                continue  # draining: released by the drain, or left for its lease to expire
             live.finishing = False
             live.task = asyncio.create_task(self._execute(claimed))
         self.stats.claimed += len(along.claimed)

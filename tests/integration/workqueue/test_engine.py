@@ -497,3 +497,33 @@ async def test_work_claimed_along_in_a_writers_transaction_starts_only_once_it_c
     assert gone[0] not in rows
     assert {r["state"] for r in rows.values()} == {SUCCEEDED}
     assert {r["attempt"] for r in rows.values()} == {1}
+
+
+async def test_a_drain_releases_what_was_claimed_along_and_never_started(queue: Queue) -> None:
+    """A worker told to stop while a writer's transaction held its claims starts none of
+    them: the drain gives them back (pending again), as it does running items."""
+    family = queue.family()
+    store = queue.store()
+    ran: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        if item.family == family:
+            ran.append(item.payload)
+
+    worker = Worker(queue.engine, store, handler, fast())
+    task = asyncio.create_task(worker.run())
+    await queue.enqueue([NewItem(family, "default", "warm")])
+    async with asyncio.timeout(30):
+        while ran != ["warm"]:  # noqa: ASYNC110 - the worker's own progress
+            await asyncio.sleep(0.01)
+    async with queue.engine.begin() as conn:
+        ids = await store.enqueue(conn, [NewItem(family, "default", str(i)) for i in range(3)])
+        along = await worker.claim_along(conn, {(family, "default")}, len(ids))
+    assert len(along.claimed) == 3
+    worker.stop()
+    worker.along_ended(along, committed=True)
+    await task
+    assert ran == ["warm"]
+    rows = await queue.rows(family)
+    assert {rows[i]["state"] for i in ids} == {PENDING}
+    assert {rows[i]["lease_token"] for i in ids} == {None}
