@@ -222,8 +222,8 @@ class IntegrationSettings(BaseSettings):
     integration_executor_lease_ms: Annotated[int, Field(ge=1000, le=600_000)] = 30_000
     #: Delivery attempts of a command (for work queues created from now on) before it is dead.
     integration_executor_max_attempts: Annotated[int, Field(ge=1, le=100)] = 10
-    #: (The routers in this process wake the executor after each batch; this bounds the
-    #: delay for work routed by another process.)
+    #: (The routers in this process hand the executor their new work in their own
+    #: transaction, ADR 0059; this bounds the delay for work routed by another process.)
     integration_executor_idle_poll_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
     #: Retry backoff of a command Runtime did not take: full jitter under base * 2^(attempt-1),
     #: capped (Runtime down for a while: items wait at most the cap between attempts).
