@@ -478,7 +478,7 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
             ok_total += int(row["ok"])
             results[f"rate_{rate}"] = row | machine.end(int(row["ok"]))
         signatures = work / "signed.tsv"
-        presigned(signatures, args.seconds * 8000)
+        presigned(signatures, args.seconds * 20_000)  # ~2x the fastest run seen
         script = work / "signed.lua"
         script.write_text(WRK_LUA % (BODY.decode(), signatures))
         before, machine = server_buckets(base), Phase(server.pid)
@@ -492,6 +492,10 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
             r'nexus_ingress_batches_total\{outcome="committed"\} ([\d.e+]+)', metrics
         )
         results["transactions"] = int(float(batches.group(1))) if batches else -1
+        duplicates = re.findall(
+            r'nexus_ingress_receipts_total\{[^}]*outcome="duplicate"[^}]*\} ([\d.e+]+)', metrics
+        )
+        results["redeliveries"] = sum(int(float(d)) for d in duplicates)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -499,8 +503,11 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
     results["receipts_in_db"] = stored
     results["acked_2xx"] = ok_total
     # wrk counts only answers it read before it stopped: up to `conns` requests were still in
-    # flight, were stored, and were answered to nobody. Never fewer receipts than 2xx answers.
-    results["every_ack_stored"] = ok_total <= stored <= ok_total + args.conns
+    # flight, were stored, and were answered to nobody. A run that outlasts the pre-signed
+    # file sends ids again: those are redeliveries (the same 2xx, counted, not stored twice).
+    # Never fewer receipts than first-time 2xx answers.
+    first_time = ok_total - results.get("redeliveries", 0)
+    results["every_ack_stored"] = first_time <= stored <= first_time + args.conns
     return results
 
 
