@@ -167,7 +167,7 @@ def _hot_statements() -> list[tuple[str, Any, dict[str, Any]]]:
         ("lanes", store._bump("sqlite"), lane),
         ("targets", store._insert_targets("sqlite"), {"family": "f", "target_key": "t"}),
         ("touch", store._touch_queues, {"b_family": "f", "b_class": "q", "b_now": 5_000}),
-        ("advance", store._advance_lanes, {"b_family": "f", "b_key": "k", "b_seq": 4}),
+        ("halt", store._halt_lanes, {"b_family": "f", "b_key": "k", "b_id": "i"}),
         (
             "take",
             store._take_target_lane,

@@ -42,6 +42,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -156,6 +157,21 @@ ITEM_COLUMNS = (
     "created_at",
 )
 _LANE_COLUMNS = ("family", "lane_key", "head_seq", "next_seq")
+
+
+def _one_per_lane(heads: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
+    """(lane key, sequence) pairs in rounds that name each lane at most once, lower
+    sequences first: one UPDATE advances a lane by one, so two heads of one lane (not seen
+    in practice: only a lane's head runs) take two statements, in order."""
+    rounds: list[list[tuple[str, int]]] = []
+    for key, seq in sorted(heads, key=lambda head: head[1]):
+        for step in rounds:
+            if all(k != key for k, _ in step):
+                step.append((key, seq))
+                break
+        else:
+            rounds.append([(key, seq)])
+    return rounds
 
 
 def _bump_lanes(lanes: Table, dialect: str) -> Any:
@@ -519,16 +535,22 @@ class WorkStore:
 
     @functools.cached_property
     def _advance_lanes(self) -> Any:
-        """Executemany: b_family, b_key, b_seq (the finished head's sequence)."""
+        """Source lanes of family b_family past their finished heads, in ONE statement:
+        b_keys (the lanes) and b_heads ((lane key, the head's sequence) pairs; a lane at
+        most once). On a server every statement is a round trip, and a batch's heads are
+        usually on as many lanes as it has items. `lane_key IN` lets the primary key find
+        the rows; the pair decides which of them advance."""
         lanes = self.t.source_lanes
         return (
             update(lanes)
             .where(
                 lanes.c.family == bindparam("b_family"),
-                lanes.c.lane_key == bindparam("b_key"),
-                lanes.c.head_seq == bindparam("b_seq"),
+                lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
+                tuple_(lanes.c.lane_key, lanes.c.head_seq).in_(
+                    bindparam("b_heads", expanding=True)
+                ),
             )
-            .values(head_seq=bindparam("b_seq") + 1, halted_by=None)
+            .values(head_seq=lanes.c.head_seq + 1, halted_by=None)
         )
 
     @functools.cached_property
@@ -823,14 +845,16 @@ class WorkStore:
         if not heads:
             return
         skipping = await self._lane_policies(conn, family, {h.queue_class for h in heads})
-        advance, halt = [], []
+        advance: list[tuple[str, int]] = []
+        halt = []
         for head in heads:
             if head.parked and not skipping.get(head.queue_class, False):
                 halt.append({"b_family": family, "b_key": head.lane_key, "b_id": head.id})
             else:
-                advance.append({"b_family": family, "b_key": head.lane_key, "b_seq": head.lane_seq})
-        if advance:
-            await fast_sql.execute(conn, self._advance_lanes, advance)
+                advance.append((head.lane_key, head.lane_seq))
+        for step in _one_per_lane(advance):
+            params = {"b_family": family, "b_keys": [k for k, _ in step], "b_heads": step}
+            await fast_sql.execute(conn, self._advance_lanes, params)
         if halt:
             await fast_sql.execute(conn, self._halt_lanes, halt)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import MetaData, select, update
+from sqlalchemy import MetaData, event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
@@ -219,6 +219,53 @@ async def test_a_source_lane_runs_in_order_and_a_dead_head_halts_it(queue: Queue
             )
         ).scalar_one()
     assert halted_by == ids[8]
+
+
+async def test_heads_finished_together_advance_each_lane_once_in_one_statement(
+    queue: Queue, backend: Backend
+) -> None:
+    """A batch's heads are usually on as many lanes as it has items: one UPDATE moves them
+    all (on a server each statement is a round trip), each lane by exactly one."""
+    family = queue.family()
+    lanes = 20
+    await queue.enqueue(
+        [
+            NewItem(family, "default", f"{lane}-{n}", lane_key=f"lane-{lane}")
+            for n in range(3)
+            for lane in range(lanes)
+        ]
+    )
+    store = queue.store()
+    lane_updates: list[str] = []  # one per statement the server runs
+
+    def seen(
+        _conn: object, _cursor: object, statement: str, params: object, _ctx: object, many: bool
+    ) -> None:
+        if statement.startswith("UPDATE t_work_source_lane"):  # an executemany runs each row
+            lane_updates.extend([statement] * (len(params) if many else 1))  # type: ignore[arg-type]
+
+    event.listen(queue.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        for n in range(3):
+            async with queue.engine.begin() as conn:
+                epoch = (await store.admitted_families(conn))[family]
+                claimed = await store.claim(conn, family, "default", epoch, 100)
+            # only each lane's head runs: the n-th item of every lane, none twice
+            assert sorted(c.payload for c in claimed) == sorted(f"{i}-{n}" for i in range(lanes))
+            before = len(lane_updates)
+            async with queue.engine.begin() as conn:
+                done = [(c, SUCCESS) for c in claimed]
+                assert await store.finish(conn, family, epoch, claimed[0].token, done) == set()
+            if backend.name == "mariadb":  # SQLite's on-loop statements skip engine events
+                assert len(lane_updates) - before == 1
+    finally:
+        event.remove(queue.engine.sync_engine, "before_cursor_execute", seen)
+    source = queue.tables.source_lanes
+    async with reading(queue.engine) as conn:
+        heads = (
+            await conn.execute(select(source.c.head_seq).where(source.c.family == family))
+        ).scalars()
+        assert list(heads) == [4] * lanes  # three heads finished, so three steps, per lane
 
 
 async def test_a_target_lane_never_has_two_items_in_flight(queue: Queue) -> None:
