@@ -298,6 +298,9 @@ async def userinfo(caller: Caller, state: State) -> dict[str, Any]:
         "locale": user["locale"],
         "zoneinfo": user["time_zone"],
         "active": bool(user["is_active"]),
+        # Nexus's own claim: the browser CRM shows its Admin link to administrators only
+        # (hiding a link is all it does: each admin request is still decided in Runtime)
+        "is_admin": bool(user["is_admin"]),
     }
 
 

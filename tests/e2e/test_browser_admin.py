@@ -364,6 +364,8 @@ def test_a_user_who_is_not_an_administrator_is_not_allowed(browser: Browser, sta
     try:
         sign_in(page, stack, "/admin", "viewer", PASSWORD)
         expect(page.get_by_text("You are not allowed to use the admin console")).to_be_visible()
+        expect(page.locator(".user-name")).to_be_visible()  # who they are has been read
+        expect(page.get_by_role("link", name="Admin", exact=True)).to_have_count(0)  # no link
         expect(page.get_by_role("navigation", name="Administration")).to_have_count(0)
         check_accessibility(page, "admin not allowed")
         shot(page, "admin/not-allowed")

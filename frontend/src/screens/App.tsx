@@ -105,6 +105,8 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
 
   const activeObject = route.name === "list" || route.name === "record" ? route.object : null;
   const userName = String(me.data?.name ?? me.data?.preferred_username ?? "");
+  // a hint for the menu only: the servers decide every admin request
+  const isAdmin = me.data?.is_admin === true;
 
   return (
     <div className="shell">
@@ -115,7 +117,7 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <span>Search…</span> <kbd>Ctrl K</kbd>
         </Button>
         <div className="user">
-          <Link href="/admin" className="admin-link" aria-current={route.name === "admin" ? "page" : undefined}>Admin</Link>
+          {isAdmin && <Link href="/admin" className="admin-link" aria-current={route.name === "admin" ? "page" : undefined}>Admin</Link>}
           {userName && <span className="user-name">{userName}</span>}
           <Button variant="ghost" onClick={onSignOut}>Sign out</Button>
         </div>

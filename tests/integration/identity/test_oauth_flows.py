@@ -64,6 +64,7 @@ async def test_password_grant_returns_the_salesforce_token_shape(identity: Ident
     info = await userinfo(identity, token["access_token"])
     assert info.status_code == 200
     assert info.json()["preferred_username"] == "alice@example.com"
+    assert info.json()["is_admin"] is False  # alice is a standard user
 
 
 async def test_password_grant_without_client_uses_the_default_public_client(
@@ -76,6 +77,8 @@ async def test_password_grant_without_client_uses_the_default_public_client(
         )
     assert reply.status_code == 200, reply.text
     assert reply.headers["cache-control"] == "no-store"
+    info = await userinfo(identity, reply.json()["access_token"])
+    assert info.json()["is_admin"] is True
 
 
 async def test_client_credentials_act_as_the_run_as_user(identity: Identity) -> None:
