@@ -130,6 +130,10 @@ class Stack:
         )
         async with self.engine.begin() as conn:
             [stored] = await conn.run_sync(store_receipts, [row])
+        # Delivery order is (received time by the database clock in ms, receipt id): two
+        # receipts stored within one millisecond would be ordered by their random ids, and
+        # the tests expect the order they were received in.
+        await asyncio.sleep(0.002)
         return stored.receipt_id
 
     async def drain(self, router: ReceiptRouter) -> None:
