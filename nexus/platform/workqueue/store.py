@@ -164,13 +164,13 @@ def _one_per_lane(heads: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
     sequences first: one UPDATE advances a lane by one, so two heads of one lane (not seen
     in practice: only a lane's head runs) take two statements, in order."""
     rounds: list[list[tuple[str, int]]] = []
+    earlier: dict[str, int] = {}  # heads of each lane already placed: its next round
     for key, seq in sorted(heads, key=lambda head: head[1]):
-        for step in rounds:
-            if all(k != key for k, _ in step):
-                step.append((key, seq))
-                break
-        else:
-            rounds.append([(key, seq)])
+        n = earlier.get(key, 0)
+        earlier[key] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append((key, seq))
     return rounds
 
 
