@@ -495,7 +495,8 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
         duplicates = re.findall(
             r'nexus_ingress_receipts_total\{[^}]*outcome="duplicate"[^}]*\} ([\d.e+]+)', metrics
         )
-        results["redeliveries"] = sum(int(float(d)) for d in duplicates)
+        redeliveries = sum(int(float(d)) for d in duplicates)
+        results["redeliveries"] = redeliveries
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -506,7 +507,7 @@ def run(db_url: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
     # flight, were stored, and were answered to nobody. A run that outlasts the pre-signed
     # file sends ids again: those are redeliveries (the same 2xx, counted, not stored twice).
     # Never fewer receipts than first-time 2xx answers.
-    first_time = ok_total - results.get("redeliveries", 0)
+    first_time = ok_total - redeliveries
     results["every_ack_stored"] = first_time <= stored <= first_time + args.conns
     return results
 
