@@ -135,7 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nexus.platform import sqlite_checkpoints
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
-    from nexus.platform.serving import server_config
+    from nexus.platform.serving import DrainingServer, server_config
 
     role, app_name = _role_and_app(args.role, args.app)
     if args.loops is not None and role is not Role.INTEGRATION:
@@ -150,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
     app = build_app(settings, role, app_name, loops=args.loops or "all", address=(host, port))
     config = server_config(app, timeout_graceful_shutdown=int(settings.core.shutdown_grace_seconds))
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, delay_seconds=settings.core.shutdown_delay_seconds)
     get_logger("nexus.serve").info(
         "role.starting", version=__version__, app=app_name, host=host, port=port
     )
@@ -237,6 +237,39 @@ def _safe(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else ""
 
 
+#: How often `--wait` commands try again while what they need does not answer yet.
+WAIT_RETRY_SECONDS = 2.0
+
+
+async def _wait_for_databases(
+    settings: Settings, services: Sequence[LogicalService], wait_seconds: float
+) -> None:
+    """Return once every service's database answers; CliError after `wait_seconds`."""
+    from nexus.platform.db import ping
+
+    deadline = time.monotonic() + wait_seconds
+    for service in services:
+        async with _service_engine(settings, service, "nexus-migrate") as engine:
+            while True:
+                try:
+                    await ping(engine)
+                    break
+                except Exception as exc:  # noqa: BLE001  (any failure to answer: try again)
+                    reason = f"{type(exc).__name__}: {_safe(exc)}"
+                    if time.monotonic() >= deadline:
+                        raise CliError(
+                            f"{service.value}: the database did not answer within "
+                            f"{wait_seconds:g}s ({reason})",
+                            EXIT_FAILURE,
+                        ) from None
+                    print(
+                        f"nexus: waiting for the {service.value} database ({reason})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    await asyncio.sleep(WAIT_RETRY_SECONDS)
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from nexus.platform.observability import configure_logging
 
@@ -244,9 +277,30 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     configure_logging(role="migrate", level="warning", fmt=settings.log.log_format)
     services = [LogicalService(args.service)] if args.service else list(LogicalService)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
-    for line in asyncio.run(_migrate(settings, services)):
+
+    async def run() -> list[str]:
+        if args.wait > 0:
+            await _wait_for_databases(settings, services, args.wait)
+        return await _migrate(settings, services)
+
+    for line in asyncio.run(run()):
         print(line)
     return 0
+
+
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    """Exit 0 when a role on this host answers /healthz (or /readyz) with 200: for container
+    healthchecks, which should not depend on curl being in the image."""
+    settings = load_settings()
+    port = args.port if args.port is not None else settings.port_for(Role(args.role))
+    url = f"http://{args.host}:{port}/{'readyz' if args.ready else 'healthz'}"
+    try:
+        status = httpx.get(url, timeout=args.timeout, trust_env=False).status_code
+    except httpx.HTTPError as exc:
+        print(f"{url}: {type(exc).__name__}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"{url}: {status}")
+    return 0 if status == 200 else EXIT_FAILURE
 
 
 def cmd_makemigration(args: argparse.Namespace) -> int:
@@ -580,6 +634,37 @@ def cmd_admin_list_bindings(args: argparse.Namespace) -> int:
         state = "" if row["is_active"] else "  (inactive: commands refused)"
         print(f"{row['workload']}  {row['username']}  {row['user_id']}{state}")
     return 0
+
+
+def cmd_admin_init_secrets(args: argparse.Namespace) -> int:
+    """Each role's secrets directory for deployments without `nexus up` (docs/adr/0060)."""
+    from nexus.identity.keys import ensure_key, key_dir
+    from nexus.platform.secrets import chown_tree, provision_role_secrets
+
+    known = [_child_name(role, app) for role, app in STACK]
+    chosen = list(dict.fromkeys(args.role or known))
+    unknown = [name for name in chosen if name not in known]
+    if unknown:
+        raise CliError(f"unknown role {unknown[0]!r} (known: {', '.join(known)})")
+    owner = _owner(args.owner) if args.owner else None
+    root = Path(args.dir)
+    written = provision_role_secrets(root, chosen)
+    runtime = _child_name(Role.RUNTIME_API, None)
+    if runtime in chosen and ensure_key(key_dir(root / runtime)):
+        written.setdefault(runtime, []).append("identity-keys/ (the first signing key)")
+    if owner is not None:
+        for name in chosen:
+            chown_tree(root / name, *owner)
+    for name in sorted(written):
+        print(f"{root / name}: {', '.join(written[name]) or 'up to date'}")
+    return 0
+
+
+def _owner(raw: str) -> tuple[int, int]:
+    uid, _, gid = raw.partition(":")
+    if not (uid.isdigit() and gid.isdigit()):
+        raise CliError(f"--owner takes numeric UID:GID, not {raw!r}")
+    return int(uid), int(gid)
 
 
 def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
@@ -935,11 +1020,39 @@ def cmd_catalog_status(args: argparse.Namespace) -> int:
 BUILTIN_INSTALL_ATTEMPTS = 4
 
 
-def _install_builtin_apps(settings: Settings) -> None:
-    """`nexus up`: install (or upgrade) each built-in App unless an operator uninstalled it.
-    When Runtime is unavailable the journaled job is resumed, a few times; any other
-    failure is one line on stderr and the stack keeps running (`nexus catalog ...` can
-    finish the job later)."""
+def cmd_catalog_install_builtin(args: argparse.Namespace) -> int:
+    """Deployments without `nexus up`: once runtime-api answers ready, install (or upgrade)
+    the built-in Apps an operator has not uninstalled. Exit 1 when that fails."""
+    settings = load_settings()
+    _wait_until_answers(f"{settings.upstream_url(Role.RUNTIME_API.value)}/readyz", args.wait)
+    _install_builtin_apps(settings, strict=True)
+    return 0
+
+
+def _wait_until_answers(url: str, wait_seconds: float) -> None:
+    """Return once `url` answers 200; CliError after `wait_seconds`."""
+    deadline = time.monotonic() + wait_seconds
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while True:
+            try:
+                status: int | str = client.get(url).status_code
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            if status == 200:
+                return
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    f"{url} did not answer 200 within {wait_seconds:g}s ({status})", EXIT_FAILURE
+                )
+            print(f"nexus: waiting for {url} ({status})", file=sys.stderr, flush=True)
+            time.sleep(WAIT_RETRY_SECONDS)
+
+
+def _install_builtin_apps(settings: Settings, *, strict: bool = False) -> None:
+    """Install (or upgrade) each built-in App unless an operator uninstalled it. When Runtime
+    is unavailable the journaled job is resumed, a few times. `nexus up` (not `strict`):
+    any other failure is one line on stderr and the stack keeps running (`nexus catalog
+    ...` can finish the job later); `strict`: it is a CliError."""
     from nexus.catalog.console import finish, printer
     from nexus.catalog.service import catalog_status, resume
     from nexus.contracts.errors import NexusError
@@ -969,8 +1082,14 @@ def _install_builtin_apps(settings: Settings) -> None:
     try:
         _catalog_run(settings, install)
     except CliError as exc:
+        if strict:
+            raise CliError(f"installing the built-in Apps: {exc}", EXIT_FAILURE) from None
         print(f"nexus: error: installing the built-in Apps: {exc}", file=sys.stderr, flush=True)
     except Exception as exc:  # noqa: BLE001 - the stack must keep running; one line, no URL
+        if strict:
+            raise CliError(
+                f"installing the built-in Apps: {type(exc).__name__}: {_safe(exc)}", EXIT_FAILURE
+            ) from None
         print(
             f"nexus: error: installing the built-in Apps: {type(exc).__name__}: {_safe(exc)}",
             file=sys.stderr,
@@ -1100,6 +1219,13 @@ def _add_catalog_parsers(sub: argparse._SubParsersAction[_Parser]) -> None:
     status = csub.add_parser("status", help="installed Apps, revisions and recent jobs")
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=cmd_catalog_status)
+    builtin = csub.add_parser(
+        "install-builtin", help="install the built-in Apps (deployments without `nexus up`)"
+    )
+    builtin.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for runtime-api to be ready"
+    )
+    builtin.set_defaults(handler=cmd_catalog_install_builtin)
     demo = sub.add_parser("demo", help="sample data")
     dsub = demo.add_subparsers(dest="demo_command", required=True, parser_class=_Parser)
     load = dsub.add_parser("load", help="create sample Accounts, Contacts, Opportunities")
@@ -1406,7 +1532,18 @@ def make_parser() -> argparse.ArgumentParser:
 
     migrate = sub.add_parser("migrate", help="apply database migrations")
     migrate.add_argument("--service", choices=[s.value for s in LogicalService])
+    migrate.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for the database to answer"
+    )
     migrate.set_defaults(handler=cmd_migrate)
+
+    health = sub.add_parser("healthcheck", help="exit 0 when a role here answers 200")
+    health.add_argument("--port", type=_port, help="default: the port of --role")
+    health.add_argument("--role", default=Role.GATEWAY.value, choices=[r.value for r in Role])
+    health.add_argument("--host", default="127.0.0.1")
+    health.add_argument("--ready", action="store_true", help="ask /readyz (default /healthz)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    health.set_defaults(handler=cmd_healthcheck)
 
     make = sub.add_parser("makemigration", help="create an empty revision (developers)")
     make.add_argument("--service", required=True, choices=[s.value for s in LogicalService])
@@ -1478,6 +1615,13 @@ def _add_admin_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     boot.set_defaults(handler=cmd_admin_bootstrap)
     rotate = admin_sub.add_parser("rotate-keys", help="add a new identity signing key")
     rotate.set_defaults(handler=cmd_admin_rotate_keys)
+    init = admin_sub.add_parser(
+        "init-secrets", help="each role's secrets directory, for deployments without `nexus up`"
+    )
+    init.add_argument("--dir", required=True, help="writes DIR/<role>/ (mount it as its secrets)")
+    init.add_argument("--role", action="append", help="only this role (repeatable; default all)")
+    init.add_argument("--owner", help="UID:GID to own the files (a container's user)")
+    init.set_defaults(handler=cmd_admin_init_secrets)
     _add_outbound_parsers(admin_sub)
     _add_binding_parsers(admin_sub)
 

@@ -32,10 +32,15 @@ _PAGE_HEADERS = {
 }
 
 
+#: Where an installed wheel carries the built bundles (`setup.py` copies them in).
+PACKAGED_BUNDLES = Path(__file__).resolve().parents[1] / "web"
+
+
 def default_static_root() -> Path:
-    """The source tree (where `frontend/` lives), else the working directory."""
+    """The source tree (where `frontend/` lives) in a checkout, else the bundles the
+    installed package carries."""
     source_tree = Path(__file__).resolve().parents[2]
-    return source_tree if (source_tree / "pyproject.toml").is_file() else Path.cwd()
+    return source_tree if (source_tree / "pyproject.toml").is_file() else PACKAGED_BUNDLES
 
 
 def _not_built(name: str) -> Response:

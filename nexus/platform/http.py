@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nexus import __version__
 from nexus.contracts.errors import ErrorBody, NexusError
 from nexus.contracts.ops import CheckResult, Health, Readiness, VersionInfo
+from nexus.platform.draining import is_draining
 from nexus.platform.observability import BUILD_INFO, HTTP_LATENCY, HTTP_REQUESTS, get_logger
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -214,6 +215,8 @@ def ops_router(info: OpsInfo) -> APIRouter:
     @router.get("/readyz", response_model=Readiness)
     async def readyz(response: Response) -> Readiness:
         checks = list(await asyncio.gather(*(check() for check in info.readiness_checks)))
+        if is_draining():
+            checks.append(CheckResult(name="draining", ok=False, detail="shutting down"))
         ready = all(c.ok for c in checks)
         response.status_code = 200 if ready else 503
         return Readiness(status="ready" if ready else "not_ready", role=info.role, checks=checks)

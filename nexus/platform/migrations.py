@@ -1,8 +1,8 @@
 """Alembic, one version history per logical service, driven from inside the process.
 
-Layout: `migrations/env.py` and `migrations/script.py.mako` are shared;
-`migrations/<service>/versions/` holds that service's history; each service's database
-records its position in `alembic_version_<service>`.
+The histories ship inside the package (`nexus/migrations/`, package data of the wheel):
+`env.py` and `script.py.mako` are shared; `<service>/versions/` holds that service's
+history; each service's database records its position in `alembic_version_<service>`.
 """
 
 from __future__ import annotations
@@ -21,18 +21,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.platform.settings import CoreSettings
 
+#: The histories this build ships: `nexus/migrations/`, beside `nexus/platform/`.
+PACKAGED_MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+
 
 def migrations_dir() -> Path:
-    """`NEXUS_MIGRATIONS_DIR`, else the source tree's `migrations/`, else `./migrations`."""
-    configured = CoreSettings().migrations_dir
-    candidates = [configured] if configured else []
-    candidates += [Path(__file__).resolve().parents[2] / "migrations", Path.cwd() / "migrations"]
-    for candidate in candidates:
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "migrations directory not found (set NEXUS_MIGRATIONS_DIR to the repo's migrations/)"
-    )
+    """`NEXUS_MIGRATIONS_DIR` when set (a developer's or an operator's override), else the
+    histories shipped in the package."""
+    candidate = CoreSettings().migrations_dir or PACKAGED_MIGRATIONS
+    if not (candidate / "env.py").is_file():
+        raise FileNotFoundError(f"no alembic env.py in the migrations directory {candidate}")
+    return candidate
 
 
 def version_table(service: LogicalService) -> str:

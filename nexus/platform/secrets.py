@@ -7,7 +7,9 @@ logged; only names are.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from nexus.platform.files import write_private
@@ -75,7 +77,8 @@ def write_webhook_secret(var_dir: Path, ref: str, value: str) -> Path:
     path = _webhook_secret_path(var_dir, ref)
     for directory in (secrets_dir(var_dir), path.parent):
         directory.mkdir(parents=True, exist_ok=True)
-        directory.chmod(0o700)
+        if directory.stat().st_mode & 0o777 != 0o700:  # a read-only mount already is 0700
+            directory.chmod(0o700)
     write_private(path, (value.strip("\n") + "\n").encode(), replace=True)
     log.info("secrets.webhook_secret_stored", ref=ref)
     return path
@@ -91,3 +94,58 @@ def read_webhook_secret(var_dir: Path, ref: str) -> str:
     if not value:
         raise WebhookSecretMissing(f"webhook secret {ref!r} is empty")
     return value
+
+
+# ---------------------------------------------------------------- provisioning
+
+#: The roles that verify other roles' workload tokens: they hold every role's public key.
+WORKLOAD_RECEIVERS = frozenset({"runtime-api", "catalog"})
+
+
+def provision_role_secrets(root: Path, names: Sequence[str]) -> dict[str, list[str]]:
+    """Per-role secrets for deployments without `nexus up` (containers, Kubernetes).
+
+    `root/<name>/` becomes exactly what role `name` mounts as its `<var>/secrets`: its own
+    workload key pair in `workload/` (the private key 0600, only there) and, for the
+    receivers, every provisioned role's public key beside it. Idempotent: existing keys are
+    kept and the receivers' copies are refreshed. Returns the files written, per role.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[str]] = {}
+    for name in names:
+        directory = _role_workload_dir(root, name)
+        created = ensure_workload_keys(directory, [name])
+        written[name] = [f"workload/{n}.key" for n in created]
+    publics = {
+        path.stem: path.read_bytes()
+        for path in sorted(root.glob("*/workload/*.pub"))
+        if path.stem == path.parent.parent.name
+    }
+    for receiver in sorted(WORKLOAD_RECEIVERS):
+        if not (root / receiver).is_dir():
+            continue
+        directory = _role_workload_dir(root, receiver)
+        for name, pem in publics.items():
+            target = directory / f"{name}.pub"
+            if not target.is_file() or target.read_bytes() != pem:
+                target.write_bytes(pem)
+                written.setdefault(receiver, []).append(f"workload/{name}.pub")
+    return written
+
+
+def _role_workload_dir(root: Path, name: str) -> Path:
+    if not WEBHOOK_SECRET_REF.fullmatch(name):
+        raise ValueError(f"not a role name: {name!r}")
+    role_dir = root / name
+    role_dir.mkdir(exist_ok=True)
+    role_dir.chmod(0o700)
+    directory = workload_key_dir(role_dir)
+    directory.mkdir(exist_ok=True)
+    directory.chmod(0o700)
+    return directory
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give `root` and everything under it to uid:gid (a container's user)."""
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, uid, gid, follow_symlinks=False)

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from types import FrameType
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from nexus.platform.draining import start_draining
 
 #: Writes at least this large, or pending writes adding up to it, are sent at once.
 DIRECT_WRITE_BYTES = 16 * 1024
@@ -93,6 +97,32 @@ def server_config(app: Any, **options: Any) -> uvicorn.Config:
         "http": OneWriteHttpProtocol,
     }
     return uvicorn.Config(app, **(defaults | options))
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server with a stop delay: the first SIGTERM/SIGINT marks the process as
+    draining (/readyz answers 503) and keeps it serving for `delay_seconds`, so a load
+    balancer or Kubernetes stops routing to it before its listener closes; then it stops as
+    uvicorn does, in-flight requests draining within the graceful timeout. A second signal
+    during the delay stops it at once."""
+
+    def __init__(self, config: uvicorn.Config, *, delay_seconds: float = 0.0) -> None:
+        super().__init__(config)
+        self.delay_seconds = delay_seconds
+        self._stop_at: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        start_draining()
+        if self._stop_at is None and self.delay_seconds > 0 and not self.should_exit:
+            self._captured_signals.append(sig)
+            self._stop_at = time.monotonic() + self.delay_seconds
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._stop_at is not None and time.monotonic() >= self._stop_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
 
 
 async def serve_with_tls(

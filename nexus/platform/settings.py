@@ -42,6 +42,9 @@ class CoreSettings(BaseSettings):
     port_base: Annotated[int, Field(ge=1, le=MAX_PORT - len(ROLE_PORT_OFFSET))] = 8000
     public_base_url: str | None = None
     shutdown_grace_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    #: After SIGTERM a role keeps serving this long with /readyz answering 503 (so a load
+    #: balancer stops sending it requests), then stops and drains for the grace period.
+    shutdown_delay_seconds: Annotated[float, Field(ge=0, le=120)] = 0.0
     migrations_dir: Path | None = None
     #: Testing only: crash the process at a named point (e.g. `metadata.after_ddl`).
     failpoint: str | None = None

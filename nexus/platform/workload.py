@@ -36,13 +36,18 @@ def workload_key_dir(secrets_dir: Path) -> Path:
 
 
 def ensure_workload_keys(directory: Path, names: Iterable[str]) -> list[str]:
-    """Create a key pair for each workload that has none; returns the names created."""
+    """Create a key pair for each workload that has none; returns the names created. A
+    public key missing beside its private key (a crash between the two files) is derived
+    again from it."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     created = []
     for name in names:
         private = directory / f"{name}.key"
         if private.exists():
+            public = directory / f"{name}.pub"
+            if not public.exists():
+                public.write_bytes(ECKey.import_key(private.read_bytes()).as_pem(private=False))
             continue
         key = ECKey.generate_key("P-256", private=True)
         write_private(private, key.as_pem(private=True), replace=False)
