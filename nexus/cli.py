@@ -136,6 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
     from nexus.platform.serving import DrainingServer, server_config
+    from nexus.platform.supervisor import die_with_supervisor
 
     role, app_name = _role_and_app(args.role, args.app)
     if args.loops is not None and role is not Role.INTEGRATION:
@@ -146,6 +147,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = args.host or settings.core.host
     port = args.port if args.port is not None else settings.port_for(role)
     settings.var_dir.mkdir(parents=True, exist_ok=True)
+    die_with_supervisor()
     sock = bind_socket(host, port)
     workload_signer(settings, _child_name(role, app_name))  # production: must be provisioned
     app = build_app(settings, role, app_name, loops=args.loops or "all", address=(host, port))
@@ -327,7 +329,7 @@ STACK: tuple[tuple[Role, str | None], ...] = (
 def cmd_up(args: argparse.Namespace) -> int:
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import ensure_local_secrets
-    from nexus.platform.supervisor import Child, Supervisor
+    from nexus.platform.supervisor import Child, GaveUp, Supervisor
 
     settings = load_settings()
     configure_logging(role="up", level=settings.log.log_level, fmt=settings.log.log_format)
@@ -362,10 +364,25 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"HTTPS at {tls_url}  (CA: {ca_file or 'your own'})", flush=True)
             print(f"Nexus is ready at {url}  (Ctrl-C to stop)", flush=True)
         while not stop_signal:
-            dead = supervisor.first_exited()
-            if dead is not None:
-                raise CliError(f"role {dead.name} exited unexpectedly; stopping", EXIT_FAILURE)
+            for event in supervisor.watch():
+                if event.started:
+                    log.warning(
+                        "stack.role_restarted",
+                        child=event.child.name,
+                        pid=event.child.pid,
+                        restarts=event.child.restarts,
+                    )
+                else:
+                    log.warning(
+                        "stack.role_exited",
+                        child=event.child.name,
+                        exit_code=event.exit_code,
+                        restart_in_seconds=event.delay,
+                    )
             time.sleep(READY_POLL_SECONDS)
+    except GaveUp as exc:
+        print(f"nexus: error: {exc}; stopping the stack", file=sys.stderr, flush=True)
+        code = EXIT_FAILURE
     except CliError as exc:
         print(f"nexus: error: {exc}", file=sys.stderr, flush=True)
         code = exc.code

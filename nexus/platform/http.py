@@ -22,7 +22,14 @@ from nexus import __version__
 from nexus.contracts.errors import ErrorBody, NexusError
 from nexus.contracts.ops import CheckResult, Health, Readiness, VersionInfo
 from nexus.platform.draining import is_draining
-from nexus.platform.observability import BUILD_INFO, HTTP_LATENCY, HTTP_REQUESTS, get_logger
+from nexus.platform.observability import (
+    BUILD_INFO,
+    HTTP_LATENCY,
+    HTTP_REQUESTS,
+    ROLE_RESTARTS,
+    get_logger,
+)
+from nexus.platform.supervisor import restarts_from_env
 
 REQUEST_ID_HEADER = "x-request-id"
 _REQUEST_ID_SHAPE = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
@@ -290,4 +297,5 @@ def create_role_app(info: OpsInfo, *, lifespan: Any = None) -> RoleApp:
     app.include_router(ops_router(info))
     app.add_middleware(RequestContextMiddleware, role=info.role)
     BUILD_INFO.labels(__version__, info.role).set(1)
+    ROLE_RESTARTS.labels(info.role).set(restarts_from_env())
     return app

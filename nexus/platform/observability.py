@@ -45,6 +45,11 @@ HTTP_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 BUILD_INFO = Gauge("nexus_build_info", "Build of this process", ["version", "role"])
+ROLE_RESTARTS = Gauge(
+    "nexus_role_restarts",
+    "Times `nexus up` restarted this role after it exited unexpectedly",
+    ["role"],
+)
 
 
 def redact_secrets(

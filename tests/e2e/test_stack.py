@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -79,10 +79,17 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def running_stack(
-    tmp_path: Path, backend: Backend | None = None, *, https_issuer: bool = False, **extra_env: str
+    tmp_path: Path,
+    backend: Backend | None = None,
+    *,
+    https_issuer: bool = False,
+    nexus: Sequence[str] = tuple(NEXUS),
+    cwd: Path | None = None,
+    **extra_env: str,
 ) -> Iterator[tuple[subprocess.Popen[str], int, float]]:
     """`nexus up` on free ports; yields (process, port base, seconds until ready).
-    `https_issuer`: tokens name the gateway's HTTPS port (port base + 443) as instance URL."""
+    `https_issuer`: tokens name the gateway's HTTPS port (port base + 443) as instance URL.
+    `nexus`: the command that runs the CLI (an installed wheel's `bin/nexus`), run in `cwd`."""
     base = free_port_base()
     if https_issuer:
         extra_env["NEXUS_PUBLIC_BASE_URL"] = f"https://127.0.0.1:{base + TLS_PORT_OFFSET}"
@@ -94,7 +101,7 @@ def running_stack(
     with (
         errors.open("w") as stderr,
         subprocess.Popen(
-            [*NEXUS, "up"], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+            [*nexus, "up"], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=cwd
         ) as proc,
     ):
         watchdog = threading.Timer(START_LIMIT_SECONDS, proc.kill)
