@@ -360,6 +360,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         url = f"http://{settings.core.host}:{settings.port_for(Role.GATEWAY)}"
         if _wait_until_ready(supervisor, url, args.ready_timeout, stop_signal, var_dir):
             _install_builtin_apps(settings)
+            # the Catalog console quiets logging to errors: the supervisor's events stay visible
+            configure_logging(role="up", level=settings.log.log_level, fmt=settings.log.log_format)
             tls_url = f"https://{settings.core.host}:{settings.gateway_tls_port}"
             print(f"HTTPS at {tls_url}  (CA: {ca_file or 'your own'})", flush=True)
             print(f"Nexus is ready at {url}  (Ctrl-C to stop)", flush=True)
