@@ -19,7 +19,7 @@ from nexus.contracts.roles import ROLE_PORT_OFFSET, Role
 from nexus.platform.standard_webhooks import signature_headers
 from tests.conftest import Backend
 from tests.e2e.test_stack import child_pids, clean_env, running_stack
-from tests.e2e.test_webhooks import CONTACTS, ROUTES, nexus, wait_for
+from tests.e2e.test_webhooks import nexus, set_up_contacts_route, wait_for
 
 pytestmark = pytest.mark.e2e
 SECRET = "supervision-e2e-secret"  # a raw secret: its UTF-8 bytes are the HMAC key
@@ -62,8 +62,8 @@ class Watcher(threading.Thread):
                 time.sleep(0.1)
 
 
-def _deliver(client: httpx.Client, url: str, number: int) -> int:
-    """Send one delivery until it is acknowledged; the attempts it took."""
+def _deliver(client: httpx.Client, url: str, number: int) -> None:
+    """Send one delivery until it is acknowledged."""
     body = json.dumps(
         {
             "type": "contact.created",
@@ -71,17 +71,15 @@ def _deliver(client: httpx.Client, url: str, number: int) -> int:
             "data": {"id": f"s-{number:03d}", "last_name": f"Survivor {number}"},
         }
     ).encode()
-    attempts = 0
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        attempts += 1
         headers = signature_headers(
             SECRET.encode(), msg_id=f"sup-{number}", timestamp=int(time.time()), body=body
         )
         try:
             reply = client.post(url, content=body, headers=headers)
             if reply.is_success:
-                return attempts
+                return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
@@ -97,13 +95,7 @@ def test_a_killed_role_comes_back_and_nothing_is_lost(tmp_path: Path, backend: B
         env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base))
         if backend.name == "mariadb":
             env.update(backend.env())
-        for name, text in (("contacts.yaml", CONTACTS), ("routes.yaml", ROUTES)):
-            (tmp_path / name).write_text(text)
-        nexus(env, "metadata", "apply", str(tmp_path / "contacts.yaml"))
-        grant = ["--username", "integration", "--permission-set", "Integration_Contacts"]
-        nexus(env, "admin", "assign-permission-set", *grant)
-        nexus(env, "hooks", "set-secret", "crm-demo-contacts", stdin=SECRET + "\n")
-        nexus(env, "integration", "apply-routes", str(tmp_path / "routes.yaml"))
+        set_up_contacts_route(env, tmp_path, secret=SECRET)
 
         pids = _role_pids(proc.pid)
         ports = {r.value: base + ROLE_PORT_OFFSET[r] for r in Role if r is not Role.INTEGRATION}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,19 @@ routes:
 """
 
 
-def nexus(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+def nexus(
+    env: dict[str, str],
+    *args: str,
+    stdin: str | None = None,
+    command: Sequence[str] = tuple(NEXUS),
+    cwd: Path | None = None,
+) -> str:
+    """`nexus ARGS` (or `command ARGS`, an installed wheel's CLI) in `cwd`; its stdout."""
     done = subprocess.run(
-        [*NEXUS, *args],
+        [*command, *args],
         check=False,
         env=env,
+        cwd=cwd,
         input=stdin,
         capture_output=True,
         text=True,
@@ -55,6 +64,32 @@ def nexus(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def set_up_contacts_route(
+    env: dict[str, str],
+    folder: Path,
+    *,
+    secret: str | None = None,
+    command: Sequence[str] = tuple(NEXUS),
+    cwd: Path | None = None,
+) -> str:
+    """As the README tells it: Contact access for the integration user, the route's secret
+    (`secret`, or a generated one), the crm-demo/contacts route; what apply-routes printed."""
+    for name, text in (("contacts.yaml", CONTACTS), ("routes.yaml", ROUTES)):
+        (folder / name).write_text(text)
+
+    def run(*args: str, stdin: str | None = None) -> str:
+        return nexus(env, *args, stdin=stdin, command=command, cwd=cwd)
+
+    run("metadata", "apply", str(folder / "contacts.yaml"))
+    grant = ["--username", "integration", "--permission-set", "Integration_Contacts"]
+    run("admin", "assign-permission-set", *grant)
+    if secret is None:
+        run("hooks", "set-secret", "crm-demo-contacts", "--generate")
+    else:
+        run("hooks", "set-secret", "crm-demo-contacts", stdin=secret + "\n")
+    return run("integration", "apply-routes", str(folder / "routes.yaml"))
 
 
 def contacts(env: dict[str, str]) -> list[dict[str, Any]]:
@@ -85,20 +120,7 @@ def test_a_signed_webhook_becomes_a_record_once(tmp_path: Path, backend: Backend
         env = clean_env(tmp_path, NEXUS_PORT_BASE=str(base))
         if backend.name == "mariadb":
             env.update(backend.env())
-        for name, text in (("contacts.yaml", CONTACTS), ("routes.yaml", ROUTES)):
-            (tmp_path / name).write_text(text)
-        nexus(env, "metadata", "apply", str(tmp_path / "contacts.yaml"))
-        nexus(
-            env,
-            "admin",
-            "assign-permission-set",
-            "--username",
-            "integration",
-            "--permission-set",
-            "Integration_Contacts",
-        )
-        nexus(env, "hooks", "set-secret", "crm-demo-contacts", "--generate")
-        applied = nexus(env, "integration", "apply-routes", str(tmp_path / "routes.yaml"))
+        applied = set_up_contacts_route(env, tmp_path)
         assert "crm-demo/contacts: version 1 (changed)" in applied
 
         def send(delivery: str, body: dict[str, Any]) -> str:

@@ -23,7 +23,8 @@ import pytest
 
 from tests.conftest import Backend
 from tests.e2e.test_stack import clean_env, running_stack
-from tests.e2e.test_webhooks import CONTACTS, ROUTES
+from tests.e2e.test_webhooks import nexus as nexus_cli
+from tests.e2e.test_webhooks import set_up_contacts_route
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,33 +145,11 @@ def _a_sales_users_first_minutes(gateway: str) -> None:
 def _a_signed_webhook_becomes_a_record(
     nexus: Path, home: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
-    def cli(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(
-            [str(nexus), *args],
-            env=env,
-            cwd=home,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout
+    def cli(*args: str) -> str:
+        return nexus_cli(env, *args, command=[str(nexus)], cwd=home)
 
-    for name, text in (("contacts.yaml", CONTACTS), ("routes.yaml", ROUTES)):
-        (tmp_path / name).write_text(text)
-    cli("metadata", "apply", str(tmp_path / "contacts.yaml"))
-    cli(
-        "admin",
-        "assign-permission-set",
-        "--username",
-        "integration",
-        "--permission-set",
-        "Integration_Contacts",
-    )
-    cli("hooks", "set-secret", "crm-demo-contacts", "--generate")
-    assert "(changed)" in cli("integration", "apply-routes", str(tmp_path / "routes.yaml"))
+    applied = set_up_contacts_route(env, tmp_path, command=[str(nexus)], cwd=home)
+    assert "(changed)" in applied
     body = {
         "type": "contact.created",
         "object": "contact",
