@@ -47,12 +47,12 @@ def test_operator_story_roles_users_clients_and_revocation(env: dict[str, str]) 
 
     import asyncio  # noqa: PLC0415
 
-    from nexus.cli import _bootstrap_admin  # noqa: PLC0415  (uses this process's settings)
+    from nexus.cli.admin import bootstrap_admin  # noqa: PLC0415  (uses this process's settings)
     from nexus.platform.settings import load_settings  # noqa: PLC0415
 
     os.environ.update({k: v for k, v in env.items() if k.startswith("NEXUS_")})
     try:
-        assert asyncio.run(_bootstrap_admin(load_settings())) == ("admin", None)
+        assert asyncio.run(bootstrap_admin(load_settings())) == ("admin", None)
     finally:
         for key in [k for k in os.environ if k.startswith("NEXUS_")]:
             del os.environ[key]

@@ -56,7 +56,7 @@ def test_an_unmodified_copy_keeps_every_contract(tmp_path: Path) -> None:
         ("apps/sfcrm/leak.py", "import nexusprobe.identity", "identity is a capability of runtime"),
         ("platform/leak.py", "import nexusprobe.gateway.app", "platform imports only contracts"),
         ("contracts/leak.py", "import nexusprobe.platform.db", "contracts import nothing"),
-        ("runtime/leak.py", "import nexusprobe.cli", "only cli.py composes roles"),
+        ("runtime/leak.py", "import nexusprobe.cli", "only the cli package composes roles"),
     ],
 )
 def test_a_forbidden_import_breaks_the_build(
