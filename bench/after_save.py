@@ -40,7 +40,7 @@ from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import write_webhook_secret
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import load_settings
-from nexus.runtime.access import AccessCache
+from nexus.runtime.access.service import AccessCache
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache

@@ -36,8 +36,7 @@ from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.ids import new_id
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
-from nexus.runtime.access import AccessCache
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.service import AccessCache, assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.query.engine import query_current

@@ -144,14 +144,13 @@ def cmd_admin_create_role(args: argparse.Namespace) -> int:
 
 
 def cmd_admin_assign(args: argparse.Namespace) -> int:
-    from nexus.identity.errors import UnknownUser
-    from nexus.identity.repository import IdentityRepository
+    from nexus.identity.api import Directory, UnknownUser
     from nexus.platform.db import unit_of_work
-    from nexus.runtime.assignments import assign_permission_set
+    from nexus.runtime.access.service import assign_permission_set
 
     async def assign(sessions: async_sessionmaker[AsyncSession]) -> None:
         async with unit_of_work(sessions) as session:
-            user = await IdentityRepository(session).user_by_username(args.username)
+            user = await Directory(session).user_by_username(args.username)
             if user is None:
                 raise UnknownUser(f"no user {args.username!r}")
             await assign_permission_set(
@@ -254,12 +253,12 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
 
 def with_org_connection(args: argparse.Namespace, action: Callable[..., Awaitable[T]]) -> T:
     """Run `action(conn, org_id=...)` in one unit of work on Runtime's database."""
-    from nexus.identity.repository import IdentityRepository
+    from nexus.identity.api import Directory
     from nexus.platform.db import unit_of_work
 
     async def run(sessions: async_sessionmaker[AsyncSession]) -> T:
         async with unit_of_work(sessions) as session:
-            org = None if args.org_id else await IdentityRepository(session).first_org()
+            org = None if args.org_id else await Directory(session).first_org()
             org_id = args.org_id or (org["org_id"] if org else None)
             if not org_id:
                 raise CliError("no org yet: run `nexus up` or `nexus admin bootstrap` first", 1)

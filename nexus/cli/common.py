@@ -115,11 +115,11 @@ def run_admin(args: argparse.Namespace, action: Callable[..., Awaitable[T]], **k
 
 
 async def first_org_id(engine: AsyncEngine) -> str:
-    from nexus.identity.repository import IdentityRepository
+    from nexus.identity.api import Directory
     from nexus.platform.db import session_factory, unit_of_work
 
     async with unit_of_work(session_factory(engine), readonly=True) as session:
-        org = await IdentityRepository(session).first_org()
+        org = await Directory(session).first_org()
     if org is None:
         raise CliError("no org yet: run `nexus up` or `nexus admin bootstrap` first", EXIT_FAILURE)
     return str(org["org_id"])

@@ -60,9 +60,9 @@ def cmd_demo_load(args: argparse.Namespace) -> int:
     from nexus.apps.sfcrm.demo import demo_batches
     from nexus.contracts.errors import NexusError
     from nexus.contracts.identity import TrustedCall
-    from nexus.identity.repository import IdentityRepository
+    from nexus.identity.api import Directory
     from nexus.platform.db import session_factory, unit_of_work
-    from nexus.runtime.access import load_access
+    from nexus.runtime.access.service import load_access
     from nexus.runtime.metadata.view import MetadataCache
 
     settings = load_settings()
@@ -73,10 +73,10 @@ def cmd_demo_load(args: argparse.Namespace) -> int:
         async with service_engine(settings, LogicalService.RUNTIME, "nexus-demo") as engine:
             sessions = session_factory(engine)
             async with unit_of_work(sessions, readonly=True) as session:
-                user = await IdentityRepository(session).user_by_username(args.username)
+                user = await Directory(session).user_by_username(args.username)
                 if user is None or not user["is_active"]:
                     raise CliError(f"no active user {args.username!r}", EXIT_FAILURE)
-                org = await IdentityRepository(session).org(user["org_id"])
+                org = await Directory(session).org(user["org_id"])
             caller = TrustedCall(
                 org_id=user["org_id"],
                 user_id=user["user_id"],

@@ -118,10 +118,9 @@ def cmd_metadata_reindex(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     """Run SOQL as a named user (that user's permissions and sharing apply) and print JSON."""
     from nexus.contracts.errors import NexusError
-    from nexus.identity.errors import UnknownUser
-    from nexus.identity.repository import IdentityRepository
+    from nexus.identity.api import Directory, UnknownUser
     from nexus.platform.db import session_factory, unit_of_work
-    from nexus.runtime.access import load_access
+    from nexus.runtime.access.service import load_access
     from nexus.runtime.metadata.view import MetadataCache
     from nexus.runtime.query.engine import query_current
 
@@ -132,7 +131,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             service_engine(settings, LogicalService.RUNTIME, "nexus-query") as engine,
             unit_of_work(session_factory(engine), readonly=True) as session,
         ):
-            user = await IdentityRepository(session).user_by_username(args.username)
+            user = await Directory(session).user_by_username(args.username)
             if user is None or not user["is_active"]:
                 raise UnknownUser(f"no active user {args.username!r}")
             access = await load_access(session, user["org_id"], user["user_id"])

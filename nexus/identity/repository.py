@@ -108,6 +108,52 @@ class IdentityRepository:
         )
         return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
 
+    async def users(self, org_id: str) -> list[RowMapping]:
+        """The org's users (what an administrator lists; never a password hash), by username."""
+        u = m.user.c
+        result = await self.session.execute(
+            select(
+                u.user_id, u.username, u.email, u.display_name, u.is_active, u.is_admin, u.role_id
+            )
+            .where(u.org_id == org_id)
+            .order_by(u.username)
+        )
+        return list(result.mappings())
+
+    async def set_password(
+        self, *, org_id: str, user_id: str, password_hash: str, now_ms: int
+    ) -> int:
+        """A new password hash; failed sign-ins and any lockout are forgotten."""
+        result = await self.session.execute(
+            update(m.user)
+            .where(m.user.c.org_id == org_id, m.user.c.user_id == user_id)
+            .values(
+                password_hash=password_hash,
+                failed_logins=0,
+                locked_until_ms=None,
+                updated_at_ms=now_ms,
+            )
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+
+    async def set_user_role(
+        self, *, org_id: str, user_id: str, role_id: str | None, now_ms: int
+    ) -> int:
+        result = await self.session.execute(
+            update(m.user)
+            .where(m.user.c.org_id == org_id, m.user.c.user_id == user_id)
+            .values(role_id=role_id, updated_at_ms=now_ms)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+
+    async def users_in_roles(self, org_id: str, role_ids: Sequence[str]) -> set[str]:
+        result = await self.session.execute(
+            select(m.user.c.user_id).where(
+                m.user.c.org_id == org_id, m.user.c.role_id.in_(role_ids)
+            )
+        )
+        return {str(user_id) for user_id in result.scalars()}
+
     # ------------------------------------------------------------------ clients
     async def insert_client(
         self,
@@ -241,6 +287,24 @@ class IdentityRepository:
         return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
 
     # ------------------------------------------------------------------ refresh tokens
+    async def live_sessions(
+        self, org_id: str, user_id: str, *, now_ms: int, limit: int
+    ) -> list[RowMapping]:
+        """A user's sessions that are neither revoked nor expired, newest first (no tokens)."""
+        s = m.session.c
+        result = await self.session.execute(
+            select(s.session_id, s.client_id, s.auth_method, s.created_at_ms, s.expires_at_ms)
+            .where(
+                s.org_id == org_id,
+                s.user_id == user_id,
+                s.revoked_at_ms.is_(None),
+                s.expires_at_ms > now_ms,
+            )
+            .order_by(s.created_at_ms.desc())
+            .limit(limit)
+        )
+        return list(result.mappings())
+
     async def insert_refresh_token(
         self, *, org_id: str, token_hash: str, session_id: str, now_ms: int, expires_at_ms: int
     ) -> None:
@@ -315,6 +379,14 @@ class IdentityRepository:
     async def role_names(self, org_id: str) -> set[str]:
         result = await self.session.execute(select(m.role.c.name).where(m.role.c.org_id == org_id))
         return {str(name) for name in result.scalars()}
+
+    async def roles(self, org_id: str) -> list[RowMapping]:
+        """The org's role hierarchy: role_id, name, parent_role_id."""
+        r = m.role.c
+        result = await self.session.execute(
+            select(r.role_id, r.name, r.parent_role_id).where(r.org_id == org_id)
+        )
+        return list(result.mappings())
 
     async def role_by_name(self, org_id: str, name: str) -> RowMapping | None:
         result = await self.session.execute(

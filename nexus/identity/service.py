@@ -20,7 +20,7 @@ from sqlalchemy.engine import RowMapping
 
 from nexus.identity.errors import AuthenticationFailed, InvalidIdentityInput, UnknownUser
 from nexus.identity.keys import KeyRing
-from nexus.identity.passwords import WeakPassword, hash_password, verify_password
+from nexus.identity.passwords import WeakPassword, check_policy, hash_password, verify_password
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import read_db_now_ms
 from nexus.platform.ids import new_id
@@ -455,3 +455,36 @@ async def disable_client(repo: IdentityRepository, *, org_id: str, client_id: st
     if not await repo.disable_client(org_id=org_id, client_id=client_id, now_ms=now):
         raise UnknownUser("no such connected app")
     await revoke(repo, org_id=org_id, reason="client_disabled", client_id=client_id)
+
+
+async def reset_password(
+    repo: IdentityRepository, *, org_id: str, user_id: str, password: str
+) -> None:
+    """A new password for an existing user; failed sign-ins are forgotten, sessions end."""
+    try:
+        check_policy(password)
+    except WeakPassword as exc:
+        raise InvalidIdentityInput(str(exc), fields={"password": "weak"}) from None
+    if await repo.user(org_id, user_id) is None:
+        raise UnknownUser("no such user")
+    password_hash = await anyio.to_thread.run_sync(hash_password, password)
+    now = await read_db_now_ms(repo.session)
+    await repo.set_password(org_id=org_id, user_id=user_id, password_hash=password_hash, now_ms=now)
+    await revoke(repo, org_id=org_id, reason="password_reset", user_id=user_id)
+
+
+async def set_user_role(
+    repo: IdentityRepository, *, org_id: str, user_id: str, role_name: str | None
+) -> None:
+    """Move a user in the role hierarchy (None: no role); sharing follows at once."""
+    if await repo.user(org_id, user_id) is None:
+        raise UnknownUser("no such user")
+    role_id = None
+    if role_name:
+        role = await repo.role_by_name(org_id, role_name)
+        if role is None:
+            raise UnknownUser(f"no role named {role_name!r}")
+        role_id = role["role_id"]
+    now = await read_db_now_ms(repo.session)
+    await repo.set_user_role(org_id=org_id, user_id=user_id, role_id=role_id, now_ms=now)
+    await repo.advance_security_epoch(org_id)

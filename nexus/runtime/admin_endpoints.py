@@ -17,21 +17,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.contracts.identity import TrustedCall
-from nexus.identity import models as im
-from nexus.identity import service as identity
-from nexus.identity.endpoints import identity_state, trusted_call
-from nexus.identity.errors import UnknownUser
-from nexus.identity.passwords import check_policy, hash_password
-from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import db_now_ms, read_db_now_ms, unit_of_work
+from nexus.identity.api import Directory, UnknownUser, client_lists, identity_state, trusted_call
+from nexus.platform.db import db_now_ms, unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.workqueue import operate
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.repository import PermissionRepository
+from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.endpoints import _require_admin
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import InvalidMetadata, LayoutDef, PermissionSetDef
@@ -76,54 +71,30 @@ async def audit(
 # ---------------------------------------------------------------------------- users
 
 
-async def _user(repo: IdentityRepository, caller: TrustedCall, user_id: str) -> Any:
-    user = await repo.user(caller.org_id, user_id)
-    if user is None:
-        raise UnknownUser("no such user")
-    return user
-
-
 @router.get("/users")
 async def list_users(request: Request, caller: Admin) -> dict[str, Any]:
     async with unit_of_work(_sessions(request), readonly=True) as session:
-        roles = {
-            r.role_id: r.name
-            for r in await session.execute(
-                select(im.role.c.role_id, im.role.c.name).where(im.role.c.org_id == caller.org_id)
-            )
-        }
-        sets: dict[str, list[str]] = {}
-        pa = m.permission_assignment
-        for row in await session.execute(
-            select(pa.c.user_id, pa.c.permission_set).where(pa.c.org_id == caller.org_id)
-        ):
-            sets.setdefault(row.user_id, []).append(row.permission_set)
+        directory = Directory(session)
+        roles = {r["role_id"]: r["name"] for r in await directory.roles(caller.org_id)}
+        sets = await PermissionRepository(session).assignments(caller.org_id)
         labels = {
             r["name"].lower(): PermissionSetDef.model_validate_json(r["body"]).api_name
             for r in await MetadataRepository(session).active_definitions(
                 caller.org_id, "permission_set"
             )
         }
-        u = im.user.c
-        rows = await session.execute(
-            select(
-                u.user_id, u.username, u.email, u.display_name, u.is_active, u.is_admin, u.role_id
-            )
-            .where(u.org_id == caller.org_id)
-            .order_by(u.username)
-        )
         users = [
             {
-                "userId": r.user_id,
-                "username": r.username,
-                "email": r.email,
-                "displayName": r.display_name,
-                "isActive": bool(r.is_active),
-                "isAdmin": bool(r.is_admin),
-                "role": roles.get(r.role_id) if r.role_id else None,
-                "permissionSets": sorted(labels.get(p, p) for p in sets.get(r.user_id, [])),
+                "userId": r["user_id"],
+                "username": r["username"],
+                "email": r["email"],
+                "displayName": r["display_name"],
+                "isActive": bool(r["is_active"]),
+                "isAdmin": bool(r["is_admin"]),
+                "role": roles.get(r["role_id"]) if r["role_id"] else None,
+                "permissionSets": sorted(labels.get(p, p) for p in sets.get(r["user_id"], [])),
             }
-            for r in rows
+            for r in await directory.users(caller.org_id)
         ]
     return {"users": users}
 
@@ -144,9 +115,7 @@ class NewUser(BaseModel):
 async def create_user(request: Request, body: NewUser, caller: Admin) -> dict[str, Any]:
     generated = None if body.password else secrets.token_urlsafe(18)
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
-        user_id = await identity.create_user(
-            repo,
+        user_id = await Directory(session).create_user(
             org_id=caller.org_id,
             username=body.username,
             password=body.password or generated,
@@ -172,8 +141,9 @@ async def deactivate_user(request: Request, user_id: str, caller: Admin) -> dict
     if user_id == caller.user_id:
         raise BadRequest("you cannot deactivate yourself", code="INVALID_OPERATION")
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
-        await identity.set_user_active(repo, org_id=caller.org_id, user_id=user_id, active=False)
+        await Directory(session).set_user_active(
+            org_id=caller.org_id, user_id=user_id, active=False
+        )
         await audit(session, caller, "user.deactivate", f"user:{user_id}")
     return {"userId": user_id, "isActive": False}
 
@@ -191,21 +161,10 @@ async def reset_password(
     """A new password (generated when none is given); the user's sessions end."""
     generated = None if body.password else secrets.token_urlsafe(18)
     password = body.password or generated or ""
-    check_policy(password)
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
-        await _user(repo, caller, user_id)
-        await session.execute(
-            update(im.user)
-            .where(im.user.c.org_id == caller.org_id, im.user.c.user_id == user_id)
-            .values(
-                password_hash=hash_password(password),
-                failed_logins=0,
-                locked_until_ms=None,
-                updated_at_ms=await read_db_now_ms(session),
-            )
+        await Directory(session).reset_password(
+            org_id=caller.org_id, user_id=user_id, password=password
         )
-        await identity.revoke(repo, org_id=caller.org_id, reason="password_reset", user_id=user_id)
         await audit(session, caller, "user.reset_password", f"user:{user_id}")
     return {"userId": user_id, "generatedPassword": generated}
 
@@ -223,16 +182,8 @@ async def set_permission_sets(
     """The user's complete list of permission sets (added and removed to match)."""
     wanted = {name.lower() for name in body.permissionSets}
     async with unit_of_work(_sessions(request)) as session:
-        await _user(IdentityRepository(session), caller, user_id)
-        pa = m.permission_assignment
-        held = {
-            r.permission_set
-            for r in await session.execute(
-                select(pa.c.permission_set).where(
-                    pa.c.org_id == caller.org_id, pa.c.user_id == user_id
-                )
-            )
-        }
+        await Directory(session).existing_user(caller.org_id, user_id)
+        held = await PermissionRepository(session).permission_sets(caller.org_id, user_id)
         for name in sorted(wanted | held):
             await assign_permission_set(
                 session,
@@ -258,20 +209,9 @@ async def set_role(
     request: Request, user_id: str, body: RoleChange, caller: Admin
 ) -> dict[str, Any]:
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
-        await _user(repo, caller, user_id)
-        role_id = None
-        if body.role:
-            role = await repo.role_by_name(caller.org_id, body.role)
-            if role is None:
-                raise NotFound(f"no role named {body.role!r}")
-            role_id = role["role_id"]
-        await session.execute(
-            update(im.user)
-            .where(im.user.c.org_id == caller.org_id, im.user.c.user_id == user_id)
-            .values(role_id=role_id, updated_at_ms=await read_db_now_ms(session))
+        await Directory(session).set_user_role(  # sharing follows the role at once
+            org_id=caller.org_id, user_id=user_id, role_name=body.role
         )
-        await repo.advance_security_epoch(caller.org_id)  # sharing follows the role at once
         await audit(session, caller, "user.role", f"user:{user_id}:{body.role or ''}")
     return {"userId": user_id, "role": body.role}
 
@@ -287,18 +227,12 @@ async def list_permission_sets(request: Request, caller: Admin) -> dict[str, Any
 @router.get("/roles")
 async def list_roles(request: Request, caller: Admin) -> dict[str, Any]:
     async with unit_of_work(_sessions(request), readonly=True) as session:
-        rows = list(
-            await session.execute(
-                select(im.role.c.role_id, im.role.c.name, im.role.c.parent_role_id).where(
-                    im.role.c.org_id == caller.org_id
-                )
-            )
-        )
-    names = {r.role_id: r.name for r in rows}
+        rows = await Directory(session).roles(caller.org_id)
+    names = {r["role_id"]: r["name"] for r in rows}
     return {
         "roles": [
-            {"name": r.name, "parent": names.get(r.parent_role_id)}
-            for r in sorted(rows, key=lambda r: r.name)
+            {"name": r["name"], "parent": names.get(r["parent_role_id"])}
+            for r in sorted(rows, key=lambda r: r["name"])
         ]
     }
 
@@ -307,7 +241,7 @@ async def list_roles(request: Request, caller: Admin) -> dict[str, Any]:
 
 
 def _client(row: Any) -> dict[str, Any]:
-    redirect_uris, grant_types, scopes = identity.client_lists(row)
+    redirect_uris, grant_types, scopes = client_lists(row)
     return {
         "clientId": row["client_id"],
         "name": row["name"],
@@ -322,7 +256,7 @@ def _client(row: Any) -> dict[str, Any]:
 @router.get("/connected-apps")
 async def list_connected_apps(request: Request, caller: Admin) -> dict[str, Any]:
     async with unit_of_work(_sessions(request), readonly=True) as session:
-        rows = await IdentityRepository(session).clients(caller.org_id)
+        rows = await Directory(session).clients(caller.org_id)
     return {"connectedApps": [_client(r) for r in rows]}
 
 
@@ -344,15 +278,14 @@ async def create_connected_app(
     request: Request, body: NewConnectedApp, caller: Admin
 ) -> JSONResponse:
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
+        directory = Directory(session)
         run_as_id = None
         if body.runAsUsername:
-            run_as = await repo.user_by_username(body.runAsUsername)
+            run_as = await directory.user_by_username(body.runAsUsername)
             if run_as is None or run_as["org_id"] != caller.org_id:
                 raise UnknownUser(f"no user {body.runAsUsername!r}")
             run_as_id = run_as["user_id"]
-        created = await identity.create_client(
-            repo,
+        created = await directory.create_client(
             org_id=caller.org_id,
             name=body.name,
             redirect_uris=body.redirectUris,
@@ -362,7 +295,7 @@ async def create_connected_app(
             confidential=not body.public,
         )
         await audit(session, caller, "connected_app.create", f"client:{created.client_id}")
-        row = await repo.client(created.client_id)
+        row = await directory.client(created.client_id)
     shown = {**_client(row), "clientSecret": created.client_secret}
     return JSONResponse(shown, status_code=201, headers={"Cache-Control": "no-store"})
 
@@ -370,8 +303,7 @@ async def create_connected_app(
 @router.post("/connected-apps/{client_id}/disable")
 async def disable_connected_app(request: Request, client_id: str, caller: Admin) -> dict[str, Any]:
     async with unit_of_work(_sessions(request)) as session:
-        repo = IdentityRepository(session)
-        await identity.disable_client(repo, org_id=caller.org_id, client_id=client_id)
+        await Directory(session).disable_client(org_id=caller.org_id, client_id=client_id)
         await audit(session, caller, "connected_app.disable", f"client:{client_id}")
     return {"clientId": client_id, "enabled": False}
 
@@ -382,29 +314,18 @@ async def disable_connected_app(request: Request, client_id: str, caller: Admin)
 @router.get("/users/{user_id}/sessions")
 async def list_sessions(request: Request, user_id: str, caller: Admin) -> dict[str, Any]:
     """The user's live sessions (never a token)."""
-    s = im.session.c
     async with unit_of_work(_sessions(request), readonly=True) as session:
-        await _user(IdentityRepository(session), caller, user_id)
-        rows = await session.execute(
-            select(s.session_id, s.client_id, s.auth_method, s.created_at_ms, s.expires_at_ms)
-            .where(
-                s.org_id == caller.org_id,
-                s.user_id == user_id,
-                s.revoked_at_ms.is_(None),
-                s.expires_at_ms > db_now_ms(),
-            )
-            .order_by(s.created_at_ms.desc())
-            .limit(200)
-        )
+        directory = Directory(session)
+        await directory.existing_user(caller.org_id, user_id)
         sessions = [
             {
-                "sessionId": r.session_id,
-                "clientId": r.client_id,
-                "authMethod": r.auth_method,
-                "createdAtMs": int(r.created_at_ms),
-                "expiresAtMs": int(r.expires_at_ms),
+                "sessionId": r["session_id"],
+                "clientId": r["client_id"],
+                "authMethod": r["auth_method"],
+                "createdAtMs": int(r["created_at_ms"]),
+                "expiresAtMs": int(r["expires_at_ms"]),
             }
-            for r in rows
+            for r in await directory.live_sessions(caller.org_id, user_id)
         ]
     return {"sessions": sessions}
 
@@ -412,8 +333,7 @@ async def list_sessions(request: Request, user_id: str, caller: Admin) -> dict[s
 @router.post("/sessions/{session_id}/revoke")
 async def revoke_session(request: Request, session_id: str, caller: Admin) -> dict[str, Any]:
     async with unit_of_work(_sessions(request)) as session:
-        revoked = await identity.revoke(
-            IdentityRepository(session),
+        revoked = await Directory(session).revoke(
             org_id=caller.org_id,
             reason="admin_revoked",
             session_id=session_id,

@@ -10,8 +10,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from fastapi import FastAPI
 
 from nexus.contracts.roles import LogicalService, Role
-from nexus.identity.endpoints import router as identity_router
-from nexus.identity.setup import identity_lifespan
+from nexus.identity.api import identity_lifespan
+from nexus.identity.api import router as identity_router
 from nexus.platform.db import session_factory
 from nexus.platform.doorbell import Doorbell, forwarding, listening
 from nexus.platform.migrations import migration_state

@@ -11,7 +11,7 @@ from nexus.contracts.describe import (
 )
 from nexus.contracts.errors import NotFound
 from nexus.contracts.records import ErrorCategory
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 

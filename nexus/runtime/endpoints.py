@@ -20,11 +20,10 @@ from nexus.contracts.operators import (
     OperatorCheckResponse,
 )
 from nexus.contracts.records import MAX_BATCH, MutateRequest, MutateResponse, RecordData
-from nexus.identity.endpoints import identity_state, internal_call
-from nexus.identity.repository import IdentityRepository
+from nexus.identity.api import Directory, identity_state, internal_call
 from nexus.platform.db import unit_of_work
 from nexus.platform.service_app import ServiceState
-from nexus.runtime.access import AccessCache, CallerAccess
+from nexus.runtime.access.service import AccessCache, CallerAccess
 from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
@@ -74,7 +73,7 @@ async def _require_admin(
     """Administration needs a System Administrator (decided here, in Runtime)."""
     sessions = identity_state(request).sessions
     async with unit_of_work(sessions, readonly=True) as session:
-        user = await IdentityRepository(session).user(caller.org_id, caller.user_id)
+        user = await Directory(session).user(caller.org_id, caller.user_id)
     if user is None or not user["is_admin"]:
         raise Forbidden(f"{what} needs a System Administrator", code="INSUFFICIENT_ACCESS")
 

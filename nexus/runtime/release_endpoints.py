@@ -23,7 +23,7 @@ from nexus.contracts.catalog import (
     ReplicaAcks,
     SnapshotKeeper,
 )
-from nexus.identity.endpoints import WorkloadCall, workload_call
+from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.service_app import ServiceState
 from nexus.runtime.release_replicas import (
     ReplicaHeartbeat,

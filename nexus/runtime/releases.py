@@ -32,8 +32,7 @@ from nexus.contracts.catalog import (
     canonical_json,
 )
 from nexus.contracts.errors import BadRequest, Conflict
-from nexus.identity import service as identity
-from nexus.identity.repository import IdentityRepository
+from nexus.identity.api import Directory
 from nexus.platform.db import session_factory, unit_of_work
 from nexus.runtime.metadata.definitions import (
     FlowDef,
@@ -87,8 +86,7 @@ class OrgMismatch(Conflict):
 
 async def release_state(engine: AsyncEngine, *, org_id: str | None = None) -> ReleaseState:
     async with unit_of_work(session_factory(engine), readonly=True) as session:
-        users = IdentityRepository(session)
-        org = await users.first_org()
+        org = await Directory(session).first_org()
         if org is None:
             raise Conflict("no org yet", code="NO_ORG")
         if org_id is not None and org_id != org["org_id"]:
@@ -201,7 +199,7 @@ async def prepare_schema(engine: AsyncEngine, request: ReleaseRequest) -> Releas
         raise _problems(exc) from None
     async with unit_of_work(session_factory(engine), readonly=True) as session:
         active = await active_objects(MetadataRepository(session), request.org_id)
-        role_names = await IdentityRepository(session).role_names(request.org_id)
+        role_names = await Directory(session).role_names(request.org_id)
     problems = check_batch(batch, active, role_names | {str(r.get("name")) for r in roles})
     if problems:
         raise _problems(InvalidMetadata(problems))
@@ -260,8 +258,8 @@ async def prepare_release(
 async def _ensure_roles(engine: AsyncEngine, org_id: str, roles: list[dict[str, Any]]) -> None:
     """Create the roles that do not exist yet, parents first (an existing role is kept)."""
     async with unit_of_work(session_factory(engine)) as session:
-        repo = IdentityRepository(session)
-        existing = await repo.role_names(org_id)
+        directory = Directory(session)
+        existing = await directory.role_names(org_id)
         pending = [r for r in roles if r.get("name") not in existing]
         while pending:
             ready = [r for r in pending if r.get("parent") in (None, *existing)]
@@ -270,8 +268,6 @@ async def _ensure_roles(engine: AsyncEngine, org_id: str, roles: list[dict[str, 
                 raise ReleaseRefused(f"roles with unknown parents: {names}")
             for role in ready:
                 name = str(role["name"])
-                await identity.create_role(
-                    repo, org_id=org_id, name=name, parent=role.get("parent")
-                )
+                await directory.create_role(org_id=org_id, name=name, parent=role.get("parent"))
                 existing.add(name)
             pending = [r for r in pending if r not in ready]

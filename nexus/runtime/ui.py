@@ -26,7 +26,7 @@ from nexus.contracts.ui import (
     NavItem,
     ObjectInfo,
 )
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.describe import ObjectNotFound, describe_global, describe_object
 from nexus.runtime.endpoints import RecordsCaller, _use_case
 from nexus.runtime.metadata.definitions import (

@@ -17,7 +17,7 @@ from nexus.contracts.usage import (
     UsageRecordResponse,
     UserRequests,
 )
-from nexus.identity.endpoints import WorkloadCall, workload_call
+from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.db import read_db_now_ms, unit_of_work, upsert
 from nexus.runtime.metadata.models import api_usage
 

@@ -32,7 +32,7 @@ from nexus.platform.db import create_engine, reading, session_factory, unit_of_w
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, workload_signer
 from nexus.platform.settings import load_settings
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.outbox.bindings import set_endpoint

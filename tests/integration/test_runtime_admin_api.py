@@ -125,6 +125,10 @@ async def test_users_create_assign_reset_and_deactivate(stack: UiStack) -> None:
     }
     assert {"Sfcrm_Test_Sales", "Sfcrm_Test_Read_Only"} <= permission_sets
 
+    weak = await call(stack, "admin", "POST", f"/users/{user_id}/password", {"password": "short"})
+    assert weak.status_code == 400  # the policy's reason, not a server error
+    assert "12 characters" in weak.json()["message"]
+    assert await sign_in(stack, "newrep", first_password) == 200  # nothing changed
     await ok(stack, "POST", f"/users/{user_id}/password", {"password": "a-new-password-42"})
     assert await sign_in(stack, "newrep", first_password) == 400
     assert await sign_in(stack, "newrep", "a-new-password-42") == 200

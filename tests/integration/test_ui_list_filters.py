@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from nexus.identity import admin
 from nexus.platform.db import unit_of_work
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from tests.conftest import Backend
 from tests.integration.ui_stack import PASSWORD, UiStack, ui_stack

@@ -24,8 +24,8 @@ from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets
 from nexus.platform.settings import load_settings
+from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.app import create_api_app, create_worker_app
-from nexus.runtime.assignments import assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from tests.conftest import Backend
 from tests.e2e.sfcrm_stack import metadata

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,12 @@ def test_an_unmodified_copy_keeps_every_contract(tmp_path: Path) -> None:
         ("platform/leak.py", "import nexusprobe.gateway.app", "platform imports only contracts"),
         ("contracts/leak.py", "import nexusprobe.platform.db", "contracts import nothing"),
         ("runtime/leak.py", "import nexusprobe.cli", "only the cli package composes roles"),
+        (
+            "runtime/leak.py",
+            "import nexusprobe.identity.service",
+            "runtime uses identity only through identity.api",
+        ),
+        ("cli/leak.py", "import nexusprobe.identity.models", "identity keeps its tables"),
     ],
 )
 def test_a_forbidden_import_breaks_the_build(
@@ -68,3 +75,19 @@ def test_a_forbidden_import_breaks_the_build(
     assert result.returncode != 0
     broken = [line for line in result.stdout.splitlines() if line.endswith("BROKEN")]
     assert any(contract in line for line in broken), result.stdout
+
+
+def test_runtime_is_kept_from_every_identity_module_but_its_facade() -> None:
+    """A new identity module is behind the facade too: the contract lists all of them."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contract = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"] == "runtime uses identity only through identity.api"
+    )
+    modules = {
+        f"nexus.identity.{p.stem}"
+        for p in (ROOT / "nexus" / "identity").glob("*.py")
+        if p.stem not in ("__init__", "api")
+    }
+    assert set(contract["forbidden_modules"]) == modules

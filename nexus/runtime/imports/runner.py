@@ -18,7 +18,7 @@ from nexus.platform.doorbell import answering
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState
-from nexus.runtime.access import AccessCache
+from nexus.runtime.access.service import AccessCache
 from nexus.runtime.imports.jobs import BELL, claim, give_up, run_chunk, waiting
 from nexus.runtime.metadata.view import MetadataCache
 

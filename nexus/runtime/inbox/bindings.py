@@ -14,10 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.contracts.errors import BadRequest, NotFound
-from nexus.identity import service as identity
-from nexus.identity.admin import deployment_org_id
-from nexus.identity.delegation import CAPABILITIES
-from nexus.identity.repository import IdentityRepository
+from nexus.identity.api import CAPABILITIES, Directory
 from nexus.platform.db import read_db_now_ms, unit_of_work
 from nexus.runtime.inbox.repository import InboxRepository
 
@@ -39,8 +36,8 @@ async def bind_workload(
         known = ", ".join(command_workloads())
         raise BadRequest(f"workload {workload!r} cannot send commands (known: {known})")
     async with unit_of_work(sessions) as session:
-        users = IdentityRepository(session)
-        org_id = await deployment_org_id(users)
+        users = Directory(session)
+        org_id = await users.deployment_org_id()
         user = await users.user_by_username(username)
         if user is None or user["org_id"] != org_id:
             raise NotFound(f"no user {username!r}")
@@ -58,14 +55,14 @@ async def bind_workload(
 async def unbind_workload(sessions: async_sessionmaker[AsyncSession], *, workload: str) -> None:
     """Remove the binding: the workload's commands are refused (403) from now on."""
     async with unit_of_work(sessions) as session:
-        org_id = await deployment_org_id(IdentityRepository(session))
+        org_id = await Directory(session).deployment_org_id()
         if not await InboxRepository(session).remove_binding(org_id=org_id, workload=workload):
             raise NotFound(f"workload {workload!r} is not bound")
 
 
 async def list_bindings(sessions: async_sessionmaker[AsyncSession]) -> list[dict[str, Any]]:
     async with unit_of_work(sessions, readonly=True) as session:
-        org_id = await deployment_org_id(IdentityRepository(session))
+        org_id = await Directory(session).deployment_org_id()
         rows = await InboxRepository(session).bindings(org_id)
     return [dict(r) for r in rows]
 
@@ -74,10 +71,9 @@ async def bootstrap_integration_binding(sessions: async_sessionmaker[AsyncSessio
     """On a fresh stack (right after the first admin): the user `integration`, who cannot
     sign in and holds no permission set, bound to the `integration` workload."""
     async with unit_of_work(sessions) as session:
-        users = IdentityRepository(session)
-        org_id = await deployment_org_id(users)
-        user_id = await identity.create_user(
-            users,
+        users = Directory(session)
+        org_id = await users.deployment_org_id()
+        user_id = await users.create_user(
             org_id=org_id,
             username=INTEGRATION_USERNAME,
             password=None,

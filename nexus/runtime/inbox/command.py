@@ -27,7 +27,7 @@ from nexus.contracts.records import (
     RecordError,
 )
 from nexus.platform.workqueue.worker import Retryable, Terminal, WorkFailed
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.inbox.queue import InboxItem
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata.view import MetadataView

@@ -21,7 +21,7 @@ from nexus.contracts.commands import (
     command_error_is_retryable,
 )
 from nexus.contracts.errors import BadRequest, NexusError, PayloadTooLarge, ServiceUnavailable
-from nexus.identity.endpoints import WorkloadCall, workload_call
+from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.runtime.inbox.accept import CommandInbox, Outcome, driver_code

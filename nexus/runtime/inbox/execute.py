@@ -29,7 +29,7 @@ from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal, Worker
-from nexus.runtime.access import AccessCache
+from nexus.runtime.access.service import AccessCache
 from nexus.runtime.inbox.group import Command, GroupAborted, GroupRun
 from nexus.runtime.inbox.queue import InboxItem
 from nexus.runtime.inbox.writes import WriteTurns

@@ -40,7 +40,7 @@ from nexus.contracts.records import MutateItem
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import LeaseLost, Worker, WorkFailed
-from nexus.runtime.access import AccessCache, CallerAccess
+from nexus.runtime.access.service import AccessCache, CallerAccess
 from nexus.runtime.inbox.command import apply, change, refusal, run_as, upsert
 from nexus.runtime.inbox.queue import InboxItem
 from nexus.runtime.inbox.repository import FoundRecord

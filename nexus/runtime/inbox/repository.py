@@ -11,7 +11,7 @@ from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nexus.identity import models as im
+from nexus.identity.api import org_table, user_table
 from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore
 from nexus.platform.workqueue.store import QueuePolicy
@@ -20,12 +20,12 @@ from nexus.runtime.metadata import models as m
 #: runtime-worker asks it once per group and caller: built once, run through `fast_sql`
 #: (strings and an integer back, no result processing).
 _ACTIVE_USER = (
-    select(im.user.c.user_id, im.org.c.security_epoch)
-    .join(im.org, im.org.c.org_id == im.user.c.org_id)
+    select(user_table.c.user_id, org_table.c.security_epoch)
+    .join(org_table, org_table.c.org_id == user_table.c.org_id)
     .where(
-        im.user.c.org_id == bindparam("org_id"),
-        im.user.c.user_id == bindparam("user_id"),
-        im.user.c.is_active.is_(True),
+        user_table.c.org_id == bindparam("org_id"),
+        user_table.c.user_id == bindparam("user_id"),
+        user_table.c.is_active.is_(True),
     )
 )
 
@@ -71,7 +71,7 @@ class FoundRecord:
 
 
 def _bindings_where(org_match: Any) -> Any:
-    b, u, o = m.workload_binding, im.user, im.org
+    b, u, o = m.workload_binding, user_table, org_table
     return (
         select(b.c.org_id, b.c.user_id, o.c.security_epoch, db_now_ms())
         .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))
@@ -187,7 +187,7 @@ class InboxRepository:
 
     # ------------------------------------------------------------------ bindings
     async def bindings(self, org_id: str) -> list[RowMapping]:
-        b, u = m.workload_binding, im.user
+        b, u = m.workload_binding, user_table
         result = await self.session.execute(
             select(b.c.workload, b.c.user_id, u.c.username, u.c.is_active)
             .join(u, (u.c.org_id == b.c.org_id) & (u.c.user_id == b.c.user_id))

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import Conflict
-from nexus.identity.repository import IdentityRepository
+from nexus.identity.api import Directory
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.runtime.metadata.definitions import (
@@ -90,7 +90,7 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
     async with unit_of_work(session_factory(engine)) as session:
         repo = MetadataRepository(session)
         active = await active_objects(repo, org_id)
-        roles = await IdentityRepository(session).role_names(org_id)
+        roles = await Directory(session).role_names(org_id)
         problems = check_batch(batch, active, roles)
         if problems:
             raise InvalidMetadata(problems)
@@ -222,7 +222,7 @@ async def _complete(
             await repo.advance_org_state(org_id, schema_changed=ran_ddl)
             if any(kind in SECURITY_KINDS for kind, _, _ in definitions):
                 # security-critical changes do not wait for metadata caches (seed §8.7)
-                await IdentityRepository(session).advance_security_epoch_if_org(org_id)
+                await Directory(session).advance_security_epoch_if_org(org_id)
     log.info("metadata.applied", apply_id=apply_id, operations=len(operations))
     result = ApplyResult(
         apply_id=apply_id,

@@ -20,7 +20,7 @@ from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, Re
 from nexus.platform.db import unit_of_work
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal, WorkFailed
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.outbox.queue import OutboxMessage
 from nexus.runtime.records.mutate import mutate

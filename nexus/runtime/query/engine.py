@@ -22,9 +22,9 @@ from sqlalchemy import ColumnElement, and_, func, not_, null, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select as SqlSelect
 
-from nexus.identity import models as im
+from nexus.identity.api import user_table
 from nexus.platform.ids import to_18
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata import models as m
@@ -252,7 +252,7 @@ class Compiler:
 
     def join_user(self, plan: _Plan, key: tuple[Any, ...], alias: Any, relation: str) -> Any:
         self.counter += 1
-        user = im.user.alias(f"u{self.counter}")
+        user = user_table.alias(f"u{self.counter}")
         on = and_(
             user.c.org_id == alias.c.org_id,
             user.c.user_id == alias.c[USER_RELATIONSHIPS[relation]],
@@ -549,7 +549,7 @@ async def load_parent_paths(
     for first, rests in groups.items():
         if first in _USER_KEYS:
             key = _USER_KEYS[first]
-            user = im.user
+            user = user_table
             stmt: Any = select(user.c.user_id, *[user.c[USER_FIELDS[r]] for r in rests]).where(
                 user.c.org_id == view.org_id
             )

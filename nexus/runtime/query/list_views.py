@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.errors import NotFound
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.definitions import ListViewDef, ListViewFilter
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.view import MetadataCache

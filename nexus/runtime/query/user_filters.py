@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.contracts.errors import BadRequest
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.definitions import FieldDef, ListViewFilter, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 

@@ -25,7 +25,7 @@ from nexus.contracts.composite import (
 from nexus.contracts.errors import NexusError
 from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import MutateItem, MutateRequest, RecordData
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.records.mutate import mutate
 from nexus.runtime.records.read import read_record

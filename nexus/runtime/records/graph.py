@@ -15,7 +15,7 @@ from sqlalchemy import Select, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.records import RecordData
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.records.read import read_selected, record_access, resolve_object

@@ -35,7 +35,7 @@ from nexus.contracts.records import (
 from nexus.platform import fast_sql
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef

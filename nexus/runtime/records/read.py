@@ -13,7 +13,7 @@ from nexus.contracts.errors import BadRequest, Conflict, NotFound
 from nexus.contracts.records import ErrorCategory, RecordData
 from nexus.platform.ids import to_18
 from nexus.platform.observability import get_logger
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.formula.nodes import Context
 from nexus.runtime.metadata.definitions import FORMULA_SYSTEM_FIELDS, ObjectDef
 from nexus.runtime.metadata.view import MetadataView

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy import select as sql_select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.runtime.access import CallerAccess
+from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView

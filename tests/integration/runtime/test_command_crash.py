@@ -19,7 +19,7 @@ from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.execute import FAILPOINT_SLOW_GROUPS, CommandExecutor
 from nexus.runtime.inbox.queue import InboxItem, inbox_store

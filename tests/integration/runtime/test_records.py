@@ -20,8 +20,7 @@ from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
-from nexus.runtime.access import AccessCache
-from nexus.runtime.assignments import assign_permission_set
+from nexus.runtime.access.service import AccessCache, assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate

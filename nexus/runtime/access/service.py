@@ -15,15 +15,18 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, false, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.contracts.errors import NotFound
 from nexus.contracts.identity import TrustedCall
-from nexus.identity import models as im
-from nexus.runtime.metadata import models as m
+from nexus.identity.api import Directory
+from nexus.platform.db import read_db_now_ms
+from nexus.runtime.access.repository import PermissionRepository
 from nexus.runtime.metadata.definitions import (
     FieldDef,
     ObjectDef,
     PermissionSetDef,
     SharingRuleDef,
 )
+from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.schema.spec import column_name
 
@@ -225,47 +228,22 @@ class AccessCache:
 
 
 async def load_access(session: AsyncSession, org_id: str, user_id: str) -> CallerAccess:
-    user = (
-        (
-            await session.execute(
-                select(im.user.c.is_admin, im.user.c.role_id).where(
-                    im.user.c.org_id == org_id, im.user.c.user_id == user_id
-                )
-            )
-        )
-        .mappings()
-        .first()
-    )
-    assigned = await session.execute(
-        select(m.permission_assignment.c.permission_set).where(
-            m.permission_assignment.c.org_id == org_id,
-            m.permission_assignment.c.user_id == user_id,
-        )
-    )
+    directory = Directory(session)
+    user = await directory.user(org_id, user_id)
+    assigned = await PermissionRepository(session).permission_sets(org_id, user_id)
     roles = {
-        row.role_id: (row.name, row.parent_role_id)
-        for row in await session.execute(
-            select(im.role.c.role_id, im.role.c.name, im.role.c.parent_role_id).where(
-                im.role.c.org_id == org_id
-            )
-        )
+        row["role_id"]: (row["name"], row["parent_role_id"])
+        for row in await directory.roles(org_id)
     }
     role_id = user["role_id"] if user else None
     below = _descendants(roles, role_id)
-    subordinates: set[str] = set()
-    if below:
-        result = await session.execute(
-            select(im.user.c.user_id).where(
-                im.user.c.org_id == org_id, im.user.c.role_id.in_(below)
-            )
-        )
-        subordinates = {str(u) for u in result.scalars()}
+    subordinates = await directory.users_in_roles(org_id, sorted(below)) if below else set()
     return CallerAccess(
         org_id=org_id,
         user_id=user_id,
         is_admin=bool(user and user["is_admin"]),
         role_id=role_id,
-        permission_set_names=frozenset(str(n).lower() for n in assigned.scalars()),
+        permission_set_names=frozenset(assigned),
         visible_owner_ids=frozenset({user_id, *subordinates}),
         role_lineage=frozenset(_ancestors(roles, role_id)),
         role_names={name: rid for rid, (name, _) in roles.items()},
@@ -291,3 +269,30 @@ def _ancestors(roles: dict[str, tuple[str, str | None]], role_id: str | None) ->
         lineage.add(current)
         current = roles.get(current, ("", None))[1]
     return lineage
+
+
+async def assign_permission_set(
+    session: AsyncSession, *, org_id: str, user_id: str, permission_set: str, assigned: bool = True
+) -> None:
+    """Assign (or remove) one permission set; a change advances the SecurityEpoch, so every
+    cached decision of the org is recomputed (security-critical)."""
+    active = {
+        r["name"].lower()
+        for r in await MetadataRepository(session).active_definitions(org_id, "permission_set")
+    }
+    name = permission_set.lower()
+    if name not in active:
+        raise NotFound(f"no permission set named {permission_set!r}")
+    directory = Directory(session)
+    if await directory.user(org_id, user_id) is None:
+        raise NotFound("no such user")
+    assignments = PermissionRepository(session)
+    if assigned:
+        now_ms = await read_db_now_ms(session)
+        changed = await assignments.assign(
+            org_id=org_id, user_id=user_id, permission_set=name, now_ms=now_ms
+        )
+    else:
+        changed = await assignments.remove(org_id=org_id, user_id=user_id, permission_set=name)
+    if changed:
+        await directory.advance_security_epoch(org_id)
