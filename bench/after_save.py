@@ -41,9 +41,9 @@ from nexus.platform.secrets import write_webhook_secret
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import load_settings
 from nexus.runtime.access.service import AccessCache
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.outbox import models as outbox_tables
 from nexus.runtime.outbox.bindings import set_endpoint
 from nexus.runtime.outbox.worker import OutboxRunner
 from nexus.runtime.records.mutate import mutate
@@ -180,7 +180,7 @@ async def main(url: str | None, records: int) -> dict[str, Any]:
             secret_ref="bench",
             actor="bench",
         )
-    items = m.outbox.items
+    items = outbox_tables.outbox.items
     async with engine.begin() as conn:  # only the drain's items count
         await conn.execute(items.delete())
     for start in range(0, records, 200):

@@ -149,7 +149,7 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
 
     from nexus.integration.models import ingress_receipt, work
     from nexus.platform.db import create_engine
-    from nexus.runtime.metadata.models import inbox
+    from nexus.runtime.inbox.models import inbox
 
     rows: dict[str, dict[str, Any]] = {}
     runtime = create_engine(urls["runtime"], application_name="bench-e2e")

@@ -47,7 +47,7 @@ from nexus.platform.http_client import internal_client
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import workload_signer
 from nexus.platform.workqueue.store import Claimed
-from nexus.runtime.metadata import models as m
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.metadata.view import MetadataCache
 from tests.conftest import Backend
 from tests.support.commands import RuntimeDb, free_port, prepare_runtime, start_worker
@@ -165,7 +165,7 @@ def claimed(request: AcceptCommandRequest) -> Claimed:
 
 
 async def count(db: RuntimeDb, *states: str) -> int:
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         return int(
             (await conn.execute(select(func.count()).where(items.c.state.in_(states)))).scalar_one()
@@ -220,7 +220,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
             }
             print("burn_down", json.dumps(phase), file=sys.stderr, flush=True)
 
-            items = m.inbox.items
+            items = inbox_tables.inbox.items
             async with reading(db.engine) as conn:
                 mark = int((await conn.execute(select(func.max(items.c.created_at)))).scalar_one())
             steady = int(args.rate * 20)

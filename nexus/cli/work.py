@@ -28,7 +28,8 @@ def _work_tables(service: LogicalService) -> dict[str, Any]:
 
         return {"integration": work}
     if service is LogicalService.RUNTIME:
-        from nexus.runtime.metadata.models import inbox, outbox
+        from nexus.runtime.inbox.models import inbox
+        from nexus.runtime.outbox.models import outbox
 
         return {"inbox": inbox, "outbox": outbox}
     raise CliError(f"{service.value} keeps no work queues")

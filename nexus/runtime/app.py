@@ -20,8 +20,8 @@ from nexus.platform.periodic import every, unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
-from nexus.runtime.admin_endpoints import router as admin_router
-from nexus.runtime.endpoints import RuntimeState
+from nexus.runtime.admin.endpoints import router as admin_router
+from nexus.runtime.dependencies import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.imports.endpoints import router as imports_router
 from nexus.runtime.imports.jobs import BELL as IMPORTS_BELL
@@ -29,16 +29,17 @@ from nexus.runtime.imports.runner import imports_lifespan
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
+from nexus.runtime.inbox.models import inbox
 from nexus.runtime.inbox.queue import inbox_store
-from nexus.runtime.metadata.models import inbox, outbox
 from nexus.runtime.metadata.service import resume_staged
+from nexus.runtime.outbox.models import outbox
 from nexus.runtime.outbox.queue import BELL as OUTBOX_BELL
 from nexus.runtime.outbox.worker import outbox_lifespan
-from nexus.runtime.release_endpoints import router as release_router
-from nexus.runtime.release_replicas import ReplicaHeartbeat
+from nexus.runtime.releases.endpoints import router as release_router
+from nexus.runtime.releases.replicas import ReplicaHeartbeat
 from nexus.runtime.retention import retention_loop
 from nexus.runtime.ui import router as ui_router
-from nexus.runtime.usage import router as usage_router
+from nexus.runtime.usage.endpoints import router as usage_router
 
 log = get_logger(__name__)
 RESUME_RETRY_SECONDS = 2.0

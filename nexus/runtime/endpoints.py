@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.composite import CompositeRequest, CompositeResponse
 from nexus.contracts.describe import ObjectDescribe, ObjectSummary
-from nexus.contracts.errors import BadRequest, Forbidden
+from nexus.contracts.errors import BadRequest
 from nexus.contracts.identity import TrustedCall
 from nexus.contracts.operators import (
     OPERATOR_CHECK_CAPABILITY,
@@ -20,14 +17,13 @@ from nexus.contracts.operators import (
     OperatorCheckResponse,
 )
 from nexus.contracts.records import MAX_BATCH, MutateRequest, MutateResponse, RecordData
-from nexus.identity.api import Directory, identity_state, internal_call
+from nexus.identity.api import internal_call
 from nexus.platform.db import unit_of_work
 from nexus.platform.service_app import ServiceState
-from nexus.runtime.access.service import AccessCache, CallerAccess
+from nexus.runtime.dependencies import RecordsCaller, require_admin, runtime_state, use_case
 from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
-from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.engine import (
     DEFAULT_PAGE,
     MIN_PAGE,
@@ -67,17 +63,6 @@ class MetadataApplyResponse(BaseModel):
     metadata_revision: int
 
 
-async def _require_admin(
-    request: Request, caller: TrustedCall, *, what: str = "metadata administration"
-) -> None:
-    """Administration needs a System Administrator (decided here, in Runtime)."""
-    sessions = identity_state(request).sessions
-    async with unit_of_work(sessions, readonly=True) as session:
-        user = await Directory(session).user(caller.org_id, caller.user_id)
-    if user is None or not user["is_admin"]:
-        raise Forbidden(f"{what} needs a System Administrator", code="INSUFFICIENT_ACCESS")
-
-
 @router.post("/operators/check", response_model=OperatorCheckResponse)
 async def operators_check(
     request: Request,
@@ -85,7 +70,7 @@ async def operators_check(
     caller: Annotated[TrustedCall, Depends(internal_call(OPERATOR_CHECK_CAPABILITY))],
 ) -> OperatorCheckResponse:
     """May the delegating user operate `area` (dead letters, replay, ...)? 200 or 403."""
-    await _require_admin(request, caller, what=f"operating {body.area}")
+    await require_admin(request, caller, what=f"operating {body.area}")
     return OperatorCheckResponse(area=body.area, org_id=caller.org_id, user_id=caller.user_id)
 
 
@@ -95,7 +80,7 @@ async def metadata_apply(
     body: MetadataApplyRequest,
     caller: Annotated[TrustedCall, Depends(internal_call("runtime.metadata.apply"))],
 ) -> MetadataApplyResponse:
-    await _require_admin(request, caller)
+    await require_admin(request, caller)
     service: ServiceState = request.app.state.service
     try:
         result = await apply_metadata(service.engine, org_id=caller.org_id, raw=body.model_dump())
@@ -116,33 +101,6 @@ async def metadata_apply(
 
 
 # ---------------------------------------------------------------------------- records
-
-
-class RuntimeState:
-    """What runtime-api holds for its lifetime: metadata and access caches."""
-
-    def __init__(self) -> None:
-        self.metadata = MetadataCache()
-        self.access = AccessCache()
-
-
-def _runtime(request: Request) -> tuple[ServiceState, RuntimeState]:
-    return request.app.state.service, request.app.state.runtime
-
-
-@asynccontextmanager
-async def _use_case(
-    request: Request, caller: TrustedCall, *, readonly: bool
-) -> AsyncIterator[tuple[AsyncSession, MetadataView, CallerAccess]]:
-    """One unit of work bound to one metadata view and the caller's access."""
-    service, runtime = _runtime(request)
-    async with unit_of_work(service.sessions, readonly=readonly) as session:
-        view = await runtime.metadata.view(session, caller.org_id)
-        access = await runtime.access.for_caller(session, caller)
-        yield session, view, access
-
-
-RecordsCaller = Annotated[TrustedCall, Depends(internal_call("runtime.records"))]
 
 
 class ReadRequest(BaseModel):
@@ -174,7 +132,7 @@ async def records_mutate(
     request: Request, body: MutateRequest, caller: RecordsCaller
 ) -> MutateResponse:
     try:
-        async with _use_case(request, caller, readonly=False) as (session, view, access):
+        async with use_case(request, caller, readonly=False) as (session, view, access):
             return await mutate(session, view=view, access=access, caller=caller, request=body)
     except AllOrNoneRolledBack as rolled_back:
         return rolled_back.response
@@ -187,7 +145,7 @@ async def records_composite(
     """Ordered record operations with `@{ref.path}` references in one transaction; with
     `all_or_none` a failure rolls back every earlier item too."""
     try:
-        async with _use_case(request, caller, readonly=False) as (session, view, access):
+        async with use_case(request, caller, readonly=False) as (session, view, access):
             return await run_composite(
                 session, view=view, access=access, caller=caller, request=body
             )
@@ -197,7 +155,7 @@ async def records_composite(
 
 @router.post("/records/read", response_model=RecordData)
 async def records_read(request: Request, body: ReadRequest, caller: RecordsCaller) -> RecordData:
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         return await read_record(
             session,
             view=view,
@@ -214,13 +172,13 @@ async def records_read(request: Request, body: ReadRequest, caller: RecordsCalle
 async def records_access(
     request: Request, body: AccessRequest, caller: RecordsCaller
 ) -> dict[str, dict[str, bool]]:
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         return await record_access(session, view=view, access=access, ids=body.ids)
 
 
 @router.post("/describe/global", response_model=list[ObjectSummary])
 async def describe_global_endpoint(request: Request, caller: RecordsCaller) -> list[ObjectSummary]:
-    async with _use_case(request, caller, readonly=True) as (_session, view, access):
+    async with use_case(request, caller, readonly=True) as (_session, view, access):
         return describe_global(view, access)
 
 
@@ -228,7 +186,7 @@ async def describe_global_endpoint(request: Request, caller: RecordsCaller) -> l
 async def describe_object_endpoint(
     request: Request, body: DescribeRequest, caller: RecordsCaller
 ) -> ObjectDescribe:
-    async with _use_case(request, caller, readonly=True) as (_session, view, access):
+    async with use_case(request, caller, readonly=True) as (_session, view, access):
         return describe_object(view, access, body.object)
 
 
@@ -243,7 +201,7 @@ class GraphRequest(BaseModel):
 @router.post("/records/graph", response_model=RecordGraph)
 async def records_graph(request: Request, body: GraphRequest, caller: RecordsCaller) -> RecordGraph:
     """ReadGraph: a record page's record, parents, related lists, access and history."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         return await read_graph(
             session,
             view=view,
@@ -266,7 +224,7 @@ async def records_history(
     request: Request, body: HistoryRequest, caller: RecordsCaller
 ) -> list[HistoryEntry]:
     """Field history of one record: only tracked fields the caller may read, if it may read it."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         return await field_history(
             session, view=view, access=access, record_id=body.id, limit=body.limit
         )
@@ -296,7 +254,7 @@ async def query_endpoint(
     request: Request, body: QueryRequest, caller: RecordsCaller
 ) -> QueryResponse:
     """Query (or QueryMore with `locator`): permissions are in the SQL; pages carry a locator."""
-    service, runtime = _runtime(request)
+    service, runtime = runtime_state(request)
     key: bytes = request.app.state.identity.cfg.signature_key
     if body.locator:
         state = read_locator(key, body.locator, org_id=caller.org_id, user_id=caller.user_id)
@@ -376,7 +334,7 @@ async def search_endpoint(
     """Global search: ranked across objects, with object, field and row access enforced."""
     if (body.search is None) == (body.term is None):
         raise BadRequest("give exactly one of search or term", code="MALFORMED_SEARCH")
-    service, runtime = _runtime(request)
+    service, runtime = runtime_state(request)
     async with unit_of_work(service.sessions, readonly=True) as session:
         access = await runtime.access.for_caller(session, caller)
         records = await search_current(
@@ -411,7 +369,7 @@ async def list_view_endpoint(
     request: Request, body: ListViewRequest, caller: RecordsCaller
 ) -> ListViewResponse:
     """A saved list view's first page, through the query engine with the caller's access."""
-    service, runtime = _runtime(request)
+    service, runtime = runtime_state(request)
     key: bytes = request.app.state.identity.cfg.signature_key
     async with unit_of_work(service.sessions, readonly=True) as session:
         access = await runtime.access.for_caller(session, caller)

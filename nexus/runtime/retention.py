@@ -31,7 +31,11 @@ from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
 from nexus.platform.workqueue import retention as work_retention
-from nexus.runtime.metadata import models as m
+from nexus.runtime.imports import models as imports_tables
+from nexus.runtime.inbox import models as inbox_tables
+from nexus.runtime.outbox import models as outbox_tables
+from nexus.runtime.records import models as records_tables
+from nexus.runtime.releases import models as releases_tables
 
 log = get_logger(__name__)
 
@@ -57,7 +61,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
     async with reading(engine) as conn:
         cutoff = await fast_sql.read_now_ms(conn) - retention_ms
     pruned = Pruned()
-    for tables, field in ((m.inbox, "inbox"), (m.outbox, "outbox")):
+    for tables, field in ((inbox_tables.inbox, "inbox"), (outbox_tables.outbox, "outbox")):
         while True:
             async with engine.begin() as conn:
                 ids = await work_retention.prune_finished(
@@ -67,7 +71,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
             if len(ids) < batch:
                 break
     pruned.message_keys = await _prune_message_keys(engine, cutoff, batch)
-    idem = m.idempotency
+    idem = records_tables.idempotency
     while True:
         async with engine.begin() as conn:
             keys = [
@@ -85,7 +89,9 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
             break
     pruned.import_jobs = await _prune_import_jobs(engine, cutoff, batch)
     async with engine.begin() as conn:
-        gone = await conn.execute(delete(m.replica).where(m.replica.c.seen_at_ms < cutoff))
+        gone = await conn.execute(
+            delete(releases_tables.replica).where(releases_tables.replica.c.seen_at_ms < cutoff)
+        )
     pruned.replicas = int(gone.rowcount or 0)
     return pruned
 
@@ -93,7 +99,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BAT
 async def _prune_import_jobs(engine: AsyncEngine, cutoff: int, batch: int) -> int:
     """Finished imports last updated before `cutoff`, with their rows: one transaction per
     batch of jobs (a job's rows go in one statement)."""
-    jobs, rows = m.import_job, m.import_row
+    jobs, rows = imports_tables.import_job, imports_tables.import_row
     removed = 0
     while True:
         async with engine.begin() as conn:
@@ -118,7 +124,7 @@ async def _prune_message_keys(engine: AsyncEngine, cutoff: int, batch: int) -> i
     """Dedupe rows accepted before `cutoff` whose inbox item is gone, in keyset order over
     `(accepted_at_ms, org, key)` (its index leads); a row whose item is still there (dead,
     waiting) is kept and passed over."""
-    msg, items = m.inbox_message, m.inbox.items
+    msg, items = inbox_tables.inbox_message, inbox_tables.inbox.items
     order = (msg.c.accepted_at_ms, msg.c.org_id, msg.c.message_key)
     removed = 0
     after: tuple[int, str, str] | None = None

@@ -27,8 +27,8 @@ from nexus.contracts.ui import (
     ObjectInfo,
 )
 from nexus.runtime.access.service import CallerAccess
+from nexus.runtime.dependencies import RecordsCaller, use_case
 from nexus.runtime.describe import ObjectNotFound, describe_global, describe_object
-from nexus.runtime.endpoints import RecordsCaller, _use_case
 from nexus.runtime.metadata.definitions import (
     ListViewDef,
     ListViewFilter,
@@ -73,7 +73,7 @@ def _refs(views: list[ListViewDef], obj: ObjectDef) -> list[ListViewRef]:
 @router.post("/nav", response_model=list[NavItem])
 async def nav(request: Request, caller: RecordsCaller) -> list[NavItem]:
     """The objects the caller may read, in the order the org defined them, with list views."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         views = await _list_views(session, access.org_id)
         by_name = {s.name.lower(): s for s in describe_global(view, access)}
         return [
@@ -117,7 +117,7 @@ def _layout(view: MetadataView, access: CallerAccess, obj: ObjectDef) -> LayoutI
 
 @router.post("/object", response_model=ObjectInfo)
 async def object_info(request: Request, body: ObjectRequest, caller: RecordsCaller) -> ObjectInfo:
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         described = describe_object(view, access, body.object)  # 404 unless readable
         obj = view.object(body.object)
         if obj is None:  # pragma: no cover - describe_object answered for it
@@ -146,7 +146,7 @@ async def record_pages(
     request: Request, body: RecordPagesRequest, caller: RecordsCaller
 ) -> RecordPages:
     """ReadGraph for each id (any one missing or not shared: 404) and its object's info."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         graphs = [
             await read_graph(
                 session,
@@ -330,7 +330,7 @@ async def _resolve(
 async def list_page(request: Request, body: ListRequest, caller: RecordsCaller) -> ListResult:
     """One page of a list view (sorted as asked, optionally filtered by name) with its total,
     column labels and each row's Edit/Delete decision."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         obj, definition, paged = await _resolve(session, view, access, body)
         unsorted = to_soql(definition.model_copy(update={"sort": ()}))
         # SOQL (parsed and authorized by the engine) from the validated list view
@@ -387,7 +387,7 @@ class ListExport(BaseModel):
 @router.post("/export", response_model=ListExport)
 async def export(request: Request, body: ListRequest, caller: RecordsCaller) -> ListExport:
     """Every record of a list view the caller may see (at most `MAX_EXPORT`), for a CSV."""
-    async with _use_case(request, caller, readonly=True) as (session, view, access):
+    async with use_case(request, caller, readonly=True) as (session, view, access):
         obj, definition, paged = await _resolve(session, view, access, body)
         soql = to_soql(paged, limit=MAX_EXPORT + 1)
         records: list[dict[str, Any]] = []

@@ -33,8 +33,8 @@ from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, workload_signer
 from nexus.platform.settings import load_settings
 from nexus.runtime.access.service import assign_permission_set
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.outbox import models as outbox_tables
 from nexus.runtime.outbox.bindings import set_endpoint
 from tests.conftest import Backend
 
@@ -178,7 +178,7 @@ class Stack:
         return list(reply.json()["records"])
 
     async def items(self, record_id: str | None = None) -> list[dict[str, Any]]:
-        items = m.outbox.items
+        items = outbox_tables.outbox.items
         async with reading(self.engine) as conn:
             rows = (
                 await conn.execute(

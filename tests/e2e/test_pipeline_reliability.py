@@ -36,7 +36,7 @@ from nexus.integration.sender import signed_headers
 from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, write_webhook_secret
-from nexus.runtime.metadata import models as rm
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.metadata.view import MetadataCache
 from tests.conftest import Backend
 from tests.support.commands import ROOT, RuntimeDb, free_port, prepare_runtime
@@ -172,7 +172,7 @@ class Stack:
 
     async def inbox_states(self) -> dict[str, int]:
         """Runtime's inbox commands by state."""
-        items = rm.inbox.items
+        items = inbox_tables.inbox.items
         async with reading(self.runtime.engine) as conn:
             rows = await conn.execute(select(items.c.state, func.count()).group_by(items.c.state))
             return {r[0]: int(r[1]) for r in rows}

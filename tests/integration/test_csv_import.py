@@ -19,7 +19,7 @@ import pytest_asyncio
 from sqlalchemy import insert
 
 from nexus.platform.db import db_now_ms
-from nexus.runtime.metadata import models as m
+from nexus.runtime.imports import models as imports_tables
 from tests.conftest import Backend
 from tests.integration.ui_stack import UiStack, ui_stack
 
@@ -184,7 +184,7 @@ async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStac
     rep1 = stack.user_ids["rep1"]
     async with stack.engine.begin() as conn:
         await conn.execute(
-            insert(m.import_job).values(
+            insert(imports_tables.import_job).values(
                 org_id=stack.org_id,
                 job_id=job_id,
                 user_id=rep1,
@@ -203,7 +203,7 @@ async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStac
             )
         )
         await conn.execute(
-            insert(m.import_row),
+            insert(imports_tables.import_row),
             [
                 {
                     "org_id": stack.org_id,

@@ -18,7 +18,8 @@ from sqlalchemy import select, update
 from nexus.gateway.route_table import load_route_table
 from nexus.platform.db import db_now_ms
 from nexus.platform.workqueue.store import NewItem, WorkStore
-from nexus.runtime.metadata import models as m
+from nexus.runtime.admin import models as admin_tables
+from nexus.runtime.inbox import models as inbox_tables
 from tests.conftest import Backend
 from tests.integration.ui_stack import PASSWORD, STALENESS, UiStack, ui_stack
 
@@ -52,9 +53,9 @@ async def ok(stack: UiStack, method: str, path: str, body: Any = None, **params:
 async def audited(stack: UiStack) -> list[tuple[str, str]]:
     async with stack.engine.connect() as conn:
         rows = await conn.execute(
-            select(m.operator_audit.c.action, m.operator_audit.c.target).order_by(
-                m.operator_audit.c.at_ms
-            )
+            select(
+                admin_tables.operator_audit.c.action, admin_tables.operator_audit.c.target
+            ).order_by(admin_tables.operator_audit.c.at_ms)
         )
         return [(r.action, r.target) for r in rows]
 
@@ -210,13 +211,13 @@ async def test_a_revoked_session_stops_working(stack: UiStack) -> None:
 
 
 async def test_dead_commands_are_listed_sanitized_and_replayed(stack: UiStack) -> None:
-    store = WorkStore(m.inbox, owner="runtime-inbox-test")
+    store = WorkStore(inbox_tables.inbox, owner="runtime-inbox-test")
     async with stack.engine.begin() as conn:
         await store.ensure_queue(conn, "runtime.test", "default")
         [item_id] = await store.enqueue(conn, [NewItem("runtime.test", "default", '{"secret": 1}')])
         await conn.execute(
-            update(m.inbox.items)
-            .where(m.inbox.items.c.id == item_id)
+            update(inbox_tables.inbox.items)
+            .where(inbox_tables.inbox.items.c.id == item_id)
             .values(
                 state="dead",
                 attempt=3,
@@ -239,7 +240,11 @@ async def test_dead_commands_are_listed_sanitized_and_replayed(stack: UiStack) -
     assert done["refused"] == {"nope": "NOT_FOUND"}
     async with stack.engine.connect() as conn:
         state = (
-            await conn.execute(select(m.inbox.items.c.state).where(m.inbox.items.c.id == item_id))
+            await conn.execute(
+                select(inbox_tables.inbox.items.c.state).where(
+                    inbox_tables.inbox.items.c.id == item_id
+                )
+            )
         ).scalar_one()
     assert state == "pending"
     again = await ok(stack, "POST", "/dead-letters/replay", {"queue": "inbox", "ids": [item_id]})

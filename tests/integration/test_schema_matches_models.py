@@ -13,7 +13,7 @@ from nexus.identity.models import metadata as identity_metadata
 from nexus.integration.models import metadata as integration_metadata
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head, version_table
-from nexus.runtime.metadata.models import metadata as runtime_metadata
+from nexus.runtime.tables import all_tables
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.asyncio
@@ -23,7 +23,7 @@ def _runtime_models(backend: str) -> MetaData:
     """The runtime tables; on SQLite without the FTS5 virtual tables (`virtual_on_sqlite`),
     which reflection cannot describe: their columns are checked by the search tests."""
     combined = MetaData()
-    for source in (identity_metadata, runtime_metadata):
+    for source in (identity_metadata, all_tables()):
         for table in source.tables.values():
             if backend == "sqlite" and table.info.get("virtual_on_sqlite"):
                 continue

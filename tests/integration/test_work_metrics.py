@@ -25,7 +25,7 @@ from nexus.platform.workqueue import metrics
 from nexus.platform.workqueue.metrics import _Source, watching_queues
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.runtime.app import create_worker_app
-from nexus.runtime.metadata.models import inbox
+from nexus.runtime.inbox.models import inbox
 from tests.conftest import Backend
 from tests.support.integration_rows import DIE, execute, route_delivery
 from tests.support.servers import serving

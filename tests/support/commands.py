@@ -32,10 +32,11 @@ from nexus.platform.secrets import ensure_local_secrets, workload_signer
 from nexus.platform.settings import Settings, load_settings
 from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.app import create_api_app
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.bindings import INTEGRATION_USERNAME, bootstrap_integration_binding
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.service import apply_metadata
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.records import models as records_tables
 from tests.conftest import Backend
 from tests.support.servers import serving
 
@@ -262,14 +263,14 @@ async def accepted(client: httpx.AsyncClient, db: RuntimeDb, body: dict[str, Any
 
 
 async def item(engine: AsyncEngine, work_id: str) -> dict[str, Any]:
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(engine) as conn:
         row = (await conn.execute(select(items).where(items.c.id == work_id))).mappings().one()
     return dict(row)
 
 
 async def wait_final(engine: AsyncEngine, work_ids: list[str], within: float = 60) -> None:
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     deadline = time.monotonic() + within
     done = 0
     while time.monotonic() < deadline:
@@ -301,7 +302,7 @@ async def contact(db: RuntimeDb, external_id: str) -> dict[str, Any] | None:
 
 
 async def history(db: RuntimeDb, record_id: str) -> list[tuple[str, str | None, str | None]]:
-    t = m.field_history
+    t = records_tables.field_history
     async with reading(db.engine) as conn:
         rows = await conn.execute(
             select(t.c.field_name, t.c.old_value, t.c.new_value)

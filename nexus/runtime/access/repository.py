@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.runtime.metadata import models as m
+from nexus.runtime.access import models as m
 
 _assignment = m.permission_assignment
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.platform.doorbell import ring_here
-from nexus.runtime.endpoints import RecordsCaller, _use_case
+from nexus.runtime.dependencies import RecordsCaller, use_case
 from nexus.runtime.imports import jobs
 
 router = APIRouter(prefix="/internal/v1/runtime/imports")
@@ -42,7 +42,7 @@ async def create(request: Request, body: ImportRequest, caller: RecordsCaller) -
         mapping=body.mapping,
         csv_text=body.csv,
     )
-    async with _use_case(request, caller, readonly=False) as (session, view, access):
+    async with use_case(request, caller, readonly=False) as (session, view, access):
         accepted = await jobs.accept(
             session, view=view, access=access, caller=caller, upload=upload
         )
@@ -52,12 +52,12 @@ async def create(request: Request, body: ImportRequest, caller: RecordsCaller) -
 
 @router.post("/status")
 async def status(request: Request, body: JobRequest, caller: RecordsCaller) -> dict[str, Any]:
-    async with _use_case(request, caller, readonly=True) as (session, _view, _access):
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
         return await jobs.status(session, caller, body.id)
 
 
 @router.post("/errors")
 async def errors(request: Request, body: JobRequest, caller: RecordsCaller) -> dict[str, Any]:
-    async with _use_case(request, caller, readonly=True) as (session, _view, _access):
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
         rows = await jobs.error_rows(session, caller, body.id)
     return {"errors": [{"row": n, "error": e} for n, e in rows]}

@@ -26,8 +26,8 @@ from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, RecordError
 from nexus.platform.db import db_now_ms, read_db_now_ms
 from nexus.runtime.access.service import AccessCache, CallerAccess
+from nexus.runtime.imports import models as m
 from nexus.runtime.inbox.repository import InboxRepository
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.mutate import mutate

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.contracts.commands import RecordCommand
 from nexus.platform.workqueue.store import QueuePolicy, WorkStore
 from nexus.platform.workqueue.tables import WorkTables
-from nexus.runtime.metadata.models import inbox
+from nexus.runtime.inbox.models import inbox
 
 FAMILY = "runtime.inbox"
 QUEUE_CLASS = "commands"

@@ -15,7 +15,7 @@ from nexus.identity.api import org_table, user_table
 from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore
 from nexus.platform.workqueue.store import QueuePolicy
-from nexus.runtime.metadata import models as m
+from nexus.runtime.inbox import models as m
 
 #: runtime-worker asks it once per group and caller: built once, run through `fast_sql`
 #: (strings and an integer back, no result processing).

@@ -19,8 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.platform.db import db_now_ms
 from nexus.platform.secrets import WEBHOOK_SECRET_REF
-from nexus.runtime.metadata import models as m
+from nexus.runtime.admin import models as admin_tables
 from nexus.runtime.metadata.definitions import ENDPOINT_NAME
+from nexus.runtime.outbox import models as m
 
 MAX_URL = 2048
 
@@ -55,7 +56,7 @@ def display_url(url: str) -> str:
 
 async def _audit(conn: AsyncConnection, org_id: str, actor: str, action: str, name: str) -> None:
     await conn.execute(
-        insert(m.operator_audit).values(
+        insert(admin_tables.operator_audit).values(
             org_id=org_id,
             audit_id=uuid.uuid4().hex,
             at_ms=db_now_ms(),

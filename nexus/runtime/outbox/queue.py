@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from nexus.platform.workqueue.store import QueuePolicy, WorkStore
-from nexus.runtime.metadata import models as m
+from nexus.runtime.outbox import models as m
 
 FAMILY = "runtime.flows"
 OWNER = "runtime-worker"

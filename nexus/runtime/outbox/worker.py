@@ -31,8 +31,8 @@ from nexus.platform.service_app import ServiceState, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Terminal, Worker, WorkerSettings
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.outbox import models as m
 from nexus.runtime.outbox.delivery import Delivery
 from nexus.runtime.outbox.queue import (
     BELL,

@@ -33,7 +33,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nexus.platform import fast_sql
-from nexus.runtime.metadata import models as m
+from nexus.runtime.records import models as m
 
 #: Built statements kept (a few per record table and shape; tables of a reloaded metadata
 #: view replace the old ones, which age out).

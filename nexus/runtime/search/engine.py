@@ -41,11 +41,11 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.runtime.access.service import CallerAccess
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.query.engine import Compiler, compile_select, projector
 from nexus.runtime.query.parser import Path, Search, Select, SoqlError, parse_sosl
+from nexus.runtime.search import models as m
 from nexus.runtime.search.index import searchable_fields
 
 Mode = Literal["auto", "like"]

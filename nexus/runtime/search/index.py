@@ -37,10 +37,10 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nexus.platform import fast_sql
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.schema.spec import column_name
+from nexus.runtime.search import models as m
 
 SEARCHABLE_TYPES = frozenset(
     {

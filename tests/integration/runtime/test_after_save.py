@@ -18,9 +18,9 @@ from nexus.contracts.records import MutateItem, MutateRequest
 from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import load_settings
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.outbox import models as outbox_tables
 from nexus.runtime.outbox.worker import OutboxRunner
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from tests.integration.runtime.test_records import World, create
@@ -79,7 +79,7 @@ async def flows(world: World) -> AsyncIterator[World]:
 
 
 async def outbox(subject: World) -> list[dict[str, Any]]:
-    items = m.outbox.items
+    items = outbox_tables.outbox.items
     async with reading(subject.engine) as conn:
         rows = await conn.execute(
             select(items.c.id, items.c.queue_class, items.c.target_key, items.c.payload).order_by(
@@ -272,7 +272,7 @@ async def test_actions_are_checked_when_applied(
 
 
 async def open_items(subject: World) -> int:
-    items = m.outbox.items
+    items = outbox_tables.outbox.items
     async with reading(subject.engine) as conn:
         query = select(func.count()).where(items.c.state.in_(("pending", "processing")))
         return int((await conn.execute(query)).scalar_one())
@@ -305,7 +305,10 @@ async def test_each_committed_save_wakes_the_idle_outbox_runner(
     async with reading(flows.engine) as conn:
         notes = await conn.execute(
             select(func.count())
-            .select_from(m.outbox.items)
-            .where(m.outbox.items.c.queue_class == "record", m.outbox.items.c.state == "succeeded")
+            .select_from(outbox_tables.outbox.items)
+            .where(
+                outbox_tables.outbox.items.c.queue_class == "record",
+                outbox_tables.outbox.items.c.state == "succeeded",
+            )
         )
         assert int(notes.scalar_one()) >= 3

@@ -19,6 +19,7 @@ from sqlalchemy import select, update
 from nexus.contracts.commands import AcceptCommandRequest, AcceptCommandResponse, RecordCommand
 from nexus.contracts.errors import Conflict, Forbidden
 from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.accept import CommandInbox, command_digest
 from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata import models as m
@@ -50,7 +51,7 @@ def request(
 
 
 async def dedupe_rows(db: RuntimeDb, keys: list[str]) -> dict[str, tuple[str, str]]:
-    t = m.inbox_message
+    t = inbox_tables.inbox_message
     async with reading(db.engine) as conn:
         rows = await conn.execute(
             select(t.c.message_key, t.c.work_id, t.c.command_sha256).where(

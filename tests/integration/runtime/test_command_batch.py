@@ -35,9 +35,9 @@ from nexus.platform.http_client import internal_client
 from nexus.platform.secrets import workload_signer
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.accept import FAILPOINT_AFTER_COMMIT, CommandInbox
 from nexus.runtime.inbox.queue import inbox_store
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 from tests.integration.runtime.test_statement_budget import counting
 from tests.support.commands import (
@@ -90,14 +90,14 @@ async def send_batch(
 
 async def stored(db: RuntimeDb, message_ids: list[str]) -> dict[str, str]:
     """message id -> work id of the dedupe rows of these messages."""
-    t = m.inbox_message
+    t = inbox_tables.inbox_message
     keys = [f"integration:{mid}" for mid in message_ids]
     async with reading(db.engine) as conn:
         rows = await conn.execute(
             select(t.c.message_key, t.c.work_id).where(t.c.message_key.in_(keys))
         )
         found = {str(r[0]).split(":", 1)[1]: str(r[1]) for r in rows}
-        items = m.inbox.items
+        items = inbox_tables.inbox.items
         enqueued = (
             await conn.execute(select(func.count()).where(items.c.id.in_(list(found.values()))))
         ).scalar_one()

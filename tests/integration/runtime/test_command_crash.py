@@ -20,11 +20,11 @@ from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
 from nexus.runtime.access.service import assign_permission_set
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.execute import FAILPOINT_SLOW_GROUPS, CommandExecutor
 from nexus.runtime.inbox.queue import InboxItem, inbox_store
 from nexus.runtime.inbox.repository import InboxRepository
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 from tests.support.commands import (
     RuntimeDb,
@@ -63,7 +63,7 @@ async def accept_all(db: RuntimeDb, commands: list[dict[str, object]]) -> list[s
 
 
 async def count_in(db: RuntimeDb, ids: list[str], state: str) -> int:
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         return int(
             (
@@ -208,7 +208,7 @@ async def test_sigterm_drains_and_sigkill_mid_run_still_applies_every_command_on
     finally:
         assert stop_worker(survivor, signal.SIGTERM) == 0
     assert await count_in(db, ids, "succeeded") == total
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         reclaimed = (
             await conn.execute(
@@ -251,7 +251,7 @@ async def test_sigkill_mid_group_applies_none_of_it_and_it_is_retried_once(
         await freeze_while_holding(db, killed, ids, at_least=2)
     finally:
         stop_worker(killed, signal.SIGKILL)
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         states = {
             str(r[0]): str(r[1])

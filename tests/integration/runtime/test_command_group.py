@@ -16,9 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.execute import CommandExecutor
 from nexus.runtime.inbox.queue import InboxItem, inbox_store
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
 from tests.integration.runtime.test_command_crash import accept_all
 from tests.support.commands import RuntimeDb, command, contact, history, item, wait_final
@@ -191,7 +191,7 @@ async def test_a_group_costs_a_few_statements_per_command(db: RuntimeDb) -> None
     warm = await accept_all(db, [command("cost-warm", LastName="A")])
     async with running(db):
         await wait_final(db.engine, warm)
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         pending = (
             await conn.execute(select(func.count()).where(items.c.state == "pending"))

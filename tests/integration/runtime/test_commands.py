@@ -20,8 +20,8 @@ from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db import read_db_now_ms, reading, session_factory, unit_of_work
 from nexus.platform.workload import DEADLINE_HEADER
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.repository import InboxRepository
-from nexus.runtime.metadata import models as m
 from tests.support.commands import (
     COMMANDS,
     RuntimeDb,
@@ -68,7 +68,9 @@ def worker(db: RuntimeDb, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 async def stored_messages(db: RuntimeDb) -> int:
     async with reading(db.engine) as conn:
         return int(
-            (await conn.execute(select(func.count()).select_from(m.inbox_message))).scalar_one()
+            (
+                await conn.execute(select(func.count()).select_from(inbox_tables.inbox_message))
+            ).scalar_one()
         )
 
 
@@ -97,7 +99,7 @@ async def test_a_command_is_accepted_once_and_a_repeat_is_a_duplicate(
     assert other.status_code == 409
     assert other.json()["code"] == "IDEMPOTENCY_CONFLICT"
     assert not command_error_is_retryable(409, other.json())
-    items = m.inbox.items
+    items = inbox_tables.inbox.items
     async with reading(db.engine) as conn:
         same_record = (
             await conn.execute(

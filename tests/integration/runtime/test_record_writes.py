@@ -15,7 +15,8 @@ from sqlalchemy import func, select
 from nexus.contracts.records import ErrorCategory, MutateItem
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db import create_engine, reading
-from nexus.runtime.metadata import models as m
+from nexus.runtime.records import models as records_tables
+from nexus.runtime.search import models as search_tables
 from nexus.runtime.search.index import fts_table
 from tests.conftest import Backend
 from tests.integration.runtime.test_records import World, create
@@ -50,7 +51,7 @@ async def account_row(w: World, record_id: str) -> dict[str, Any]:
 
 
 async def history_of(w: World, record_id: str) -> list[tuple[str, str | None, str | None]]:
-    t = m.field_history
+    t = records_tables.field_history
     async with reading(w.engine) as conn:
         rows = await conn.execute(
             select(t.c.field_name, t.c.old_value, t.c.new_value)
@@ -61,7 +62,7 @@ async def history_of(w: World, record_id: str) -> list[tuple[str, str | None, st
 
 
 async def index_rows(w: World, record_id: str) -> list[tuple[str, str]]:
-    table = fts_table if w.engine.dialect.name == "sqlite" else m.search_index
+    table = fts_table if w.engine.dialect.name == "sqlite" else search_tables.search_index
     async with reading(w.engine) as conn:
         rows = await conn.execute(
             select(table.c.field_name, table.c.content)

@@ -494,7 +494,7 @@ async def test_delete_cascades_restricts_and_undeletes(world: World) -> None:
 
 
 async def test_history_of_tracked_fields(world: World) -> None:
-    from nexus.runtime.metadata import models as m  # noqa: PLC0415
+    from nexus.runtime.records import models as records_tables  # noqa: PLC0415
 
     account = await new_account(world, Industry="Retail")
     await world.mutate("rep1", MutateItem(op="update", id=account, fields={"Industry": "Tech"}))
@@ -502,10 +502,10 @@ async def test_history_of_tracked_fields(world: World) -> None:
         rows = (
             await conn.execute(
                 select(
-                    m.field_history.c.field_name,
-                    m.field_history.c.old_value,
-                    m.field_history.c.new_value,
-                ).where(m.field_history.c.record_id == account)
+                    records_tables.field_history.c.field_name,
+                    records_tables.field_history.c.old_value,
+                    records_tables.field_history.c.new_value,
+                ).where(records_tables.field_history.c.record_id == account)
             )
         ).all()
     assert rows == [("Industry", "Retail", "Tech")]

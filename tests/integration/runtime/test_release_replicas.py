@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import select, update
 
 from nexus.platform.db import reading
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
-from nexus.runtime.release_replicas import (
+from nexus.runtime.releases import models as releases_tables
+from nexus.runtime.releases.replicas import (
     ReplicaHeartbeat,
     StaleFencingToken,
     check_fence,
@@ -37,7 +37,11 @@ async def test_heartbeat_and_acknowledgement_of_one_replica_never_fail_together(
         await asyncio.gather(beat.step(), ack.ack(db.org_id, revision), beat.step())
     async with reading(db.engine) as conn:
         row = (
-            await conn.execute(select(m.replica).where(m.replica.c.replica_id == "replica-a"))
+            await conn.execute(
+                select(releases_tables.replica).where(
+                    releases_tables.replica.c.replica_id == "replica-a"
+                )
+            )
         ).one()
     assert row.prepared_revision == 30
 
@@ -53,7 +57,9 @@ async def test_racing_fences_keep_the_newest_token(db: RuntimeDb) -> None:
     assert results[-1] is None  # the newest token is never refused
     async with reading(db.engine) as conn:
         newest = await conn.scalar(
-            select(m.release_fence.c.fencing_token).where(m.release_fence.c.org_id == org)
+            select(releases_tables.release_fence.c.fencing_token).where(
+                releases_tables.release_fence.c.org_id == org
+            )
         )
     assert newest == 12
     with pytest.raises(StaleFencingToken):
@@ -63,7 +69,7 @@ async def test_racing_fences_keep_the_newest_token(db: RuntimeDb) -> None:
 async def test_a_newer_token_moves_the_fence_time_and_an_older_one_does_not(
     db: RuntimeDb,
 ) -> None:
-    org, t = "00D0000000000F2AAA", m.release_fence
+    org, t = "00D0000000000F2AAA", releases_tables.release_fence
     await check_fence(db.engine, org_id=org, token=1)
 
     async def stamp() -> int:

@@ -9,7 +9,10 @@ import pytest
 from sqlalchemy import func, insert, select, update
 
 from nexus.platform.db import db_now_ms, reading
-from nexus.runtime.metadata import models as m
+from nexus.runtime.imports import models as imports_tables
+from nexus.runtime.inbox import models as inbox_tables
+from nexus.runtime.records import models as records_tables
+from nexus.runtime.releases import models as releases_tables
 from nexus.runtime.retention import DAY_MS, prune_once
 from tests.integration.runtime.test_command_crash import accept_all
 from tests.integration.runtime.test_command_group import running
@@ -28,7 +31,7 @@ async def count(db: RuntimeDb, table: Any, *where: Any) -> int:
 
 async def age(db: RuntimeDb, work_ids: list[str], *, days: float) -> None:
     """Move items' finish and their acceptance into the past, by the database clock."""
-    items, msg = m.inbox.items, m.inbox_message
+    items, msg = inbox_tables.inbox.items, inbox_tables.inbox_message
     then = db_now_ms() - int(days * DAY_MS)
     async with db.engine.begin() as conn:
         await conn.execute(
@@ -47,7 +50,11 @@ async def test_old_finished_commands_and_their_keys_go_dead_and_young_ones_stay(
     async with running(db):
         await wait_final(db.engine, old + young)
     dead = old[4]  # parked by an operator's point of view: kept with its dedupe row
-    items, msg, idem = m.inbox.items, m.inbox_message, m.idempotency
+    items, msg, idem = (
+        inbox_tables.inbox.items,
+        inbox_tables.inbox_message,
+        records_tables.idempotency,
+    )
     async with db.engine.begin() as conn:
         await conn.execute(update(items).where(items.c.id == dead).values(state="dead"))
         now = int((await conn.execute(db_now_ms().select())).scalar_one())
@@ -80,7 +87,11 @@ async def test_old_finished_commands_and_their_keys_go_dead_and_young_ones_stay(
 
 
 async def test_old_finished_imports_and_vanished_replicas_are_pruned(db: RuntimeDb) -> None:
-    jobs, rows, replica = m.import_job, m.import_row, m.replica
+    jobs, rows, replica = (
+        imports_tables.import_job,
+        imports_tables.import_row,
+        releases_tables.replica,
+    )
     async with db.engine.begin() as conn:
         now = int((await conn.execute(db_now_ms().select())).scalar_one())
         old, young = now - 10 * DAY_MS, now - DAY_MS

@@ -9,8 +9,8 @@ from sqlalchemy import delete, text
 
 from nexus.contracts.records import MutateItem
 from nexus.platform.db import session_factory, unit_of_work
-from nexus.runtime.metadata import models as m
 from nexus.runtime.query.parser import SoqlError
+from nexus.runtime.search import models as search_tables
 from nexus.runtime.search.engine import Mode, search_current
 from nexus.runtime.search.index import rebuild_index
 from tests.integration.runtime.test_records import World, create
@@ -203,7 +203,9 @@ async def test_reindex_makes_older_records_findable(world: World) -> None:
             )
         else:
             await session.execute(
-                delete(m.search_index).where(m.search_index.c.record_id == record)
+                delete(search_tables.search_index).where(
+                    search_tables.search_index.c.record_id == record
+                )
             )
     assert await find(world, "rep1", term="halcyon") == []  # as if written before search
     async with unit_of_work(session_factory(world.engine)) as session:

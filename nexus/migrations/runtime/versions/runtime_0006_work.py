@@ -14,7 +14,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from nexus.runtime.metadata import models as m
+from nexus.runtime.admin import models as admin_tables
+
+from nexus.runtime.inbox import models as inbox_tables
+
+from nexus.runtime.outbox import models as outbox_tables
 
 revision: str = "runtime_0006"
 down_revision: str | None = "runtime_0005"
@@ -22,12 +26,12 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 TABLES = (
-    *m.inbox.all,
-    *m.outbox.all,
-    m.inbox_message,
-    m.workload_binding,
-    m.outbound_endpoint,
-    m.operator_audit,
+    *inbox_tables.inbox.all,
+    *outbox_tables.outbox.all,
+    inbox_tables.inbox_message,
+    inbox_tables.workload_binding,
+    outbox_tables.outbound_endpoint,
+    admin_tables.operator_audit,
 )
 
 

@@ -19,7 +19,7 @@ from nexus.contracts.usage import (
 )
 from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.db import read_db_now_ms, unit_of_work, upsert
-from nexus.runtime.metadata.models import api_usage
+from nexus.runtime.usage.models import api_usage
 
 router = APIRouter(prefix="/internal/v1/runtime")
 

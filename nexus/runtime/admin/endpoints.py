@@ -2,7 +2,7 @@
 Connected Apps, sessions, the inbox/outbox dead letters and online metadata.
 
 Runtime is the decider: the bearer access token is validated here and only a System
-Administrator passes (`_require_admin`). Every action writes `runtime_operator_audit` in the
+Administrator passes (`require_admin`). Every action writes `runtime_operator_audit` in the
 same transaction (who, what, on which target; never a password, secret or payload). The
 operations are identity's service functions (what `nexus admin ...` runs) and the work
 engine's operator functions (ADR 0040).
@@ -27,21 +27,23 @@ from nexus.platform.service_app import ServiceState
 from nexus.platform.workqueue import operate
 from nexus.runtime.access.repository import PermissionRepository
 from nexus.runtime.access.service import assign_permission_set
-from nexus.runtime.endpoints import _require_admin
-from nexus.runtime.metadata import models as m
+from nexus.runtime.admin import models as m
+from nexus.runtime.dependencies import require_admin
+from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.metadata.definitions import InvalidMetadata, LayoutDef, PermissionSetDef
 from nexus.runtime.metadata.repository import MetadataRepository
 from nexus.runtime.metadata.service import active_objects, apply_metadata
+from nexus.runtime.outbox import models as outbox_tables
 
 router = APIRouter(prefix="/admin/v1/runtime")
-QUEUES = {"inbox": m.inbox, "outbox": m.outbox}
+QUEUES = {"inbox": inbox_tables.inbox, "outbox": outbox_tables.outbox}
 
 
 async def administrator(
     request: Request, caller: Annotated[TrustedCall, Depends(trusted_call)]
 ) -> TrustedCall:
     """The signed-in System Administrator (401 without a valid token, 403 for anyone else)."""
-    await _require_admin(request, caller, what="the Runtime admin console")
+    await require_admin(request, caller, what="the Runtime admin console")
     return caller
 
 

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from nexus.contracts.catalog import ReplicaAck, ReplicaAcks
 from nexus.contracts.errors import Conflict
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work, upsert
-from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.view import MetadataCache
+from nexus.runtime.releases import models as m
 
 
 class StaleFencingToken(Conflict):

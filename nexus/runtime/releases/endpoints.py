@@ -25,13 +25,13 @@ from nexus.contracts.catalog import (
 )
 from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.service_app import ServiceState
-from nexus.runtime.release_replicas import (
+from nexus.runtime.releases.replicas import (
     ReplicaHeartbeat,
     check_fence,
     record_prepared,
     replica_acks,
 )
-from nexus.runtime.releases import prepare_release, prepare_schema, release_state
+from nexus.runtime.releases.service import prepare_release, prepare_schema, release_state
 
 router = APIRouter()
 Caller = Annotated[WorkloadCall, Depends(workload_call(RELEASES_CAPABILITY))]

@@ -1,0 +1,2 @@
+"""Runtime's admin API for the browser console (`endpoints`), its audit (`repository`,
+`models`)."""

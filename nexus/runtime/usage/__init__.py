@@ -1,0 +1,1 @@
+"""API usage per user and day, reported by the dialect AppServices."""
