@@ -37,7 +37,7 @@ from nexus.runtime.outbox.queue import BELL as OUTBOX_BELL
 from nexus.runtime.outbox.worker import outbox_lifespan
 from nexus.runtime.releases.endpoints import router as release_router
 from nexus.runtime.releases.replicas import ReplicaHeartbeat
-from nexus.runtime.retention import retention_loop
+from nexus.runtime.retention.service import retention_loop
 from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage.endpoints import router as usage_router
 
@@ -210,7 +210,7 @@ def _queue_gauges(
 def _retention(
     settings: Settings,
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
-    """Runtime's retention loop (`runtime/retention.py`)."""
+    """Runtime's retention loop (`runtime/retention/`)."""
 
     @asynccontextmanager
     async def start(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:

@@ -64,6 +64,12 @@ def test_an_unmodified_copy_keeps_every_contract(tmp_path: Path) -> None:
             "runtime uses identity only through identity.api",
         ),
         ("cli/leak.py", "import nexusprobe.identity.models", "identity keeps its tables"),
+        (
+            "runtime/retention/repository.py",
+            "import nexusprobe.runtime.retention.service",
+            "each area is layered",
+        ),
+        ("identity/models.py", "import nexusprobe.identity.service", "each area is layered"),
     ],
 )
 def test_a_forbidden_import_breaks_the_build(

@@ -11,7 +11,6 @@ engine's operator functions (ADR 0040).
 from __future__ import annotations
 
 import secrets
-import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -22,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.contracts.identity import TrustedCall
 from nexus.identity.api import Directory, UnknownUser, client_lists, identity_state, trusted_call
-from nexus.platform.db import db_now_ms, unit_of_work
+from nexus.platform.db import unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.workqueue import operate
 from nexus.runtime.access.repository import PermissionRepository
 from nexus.runtime.access.service import assign_permission_set
-from nexus.runtime.admin import models as m
+from nexus.runtime.admin.repository import AuditRepository
 from nexus.runtime.dependencies import require_admin
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.metadata.definitions import InvalidMetadata, LayoutDef, PermissionSetDef
@@ -57,16 +56,8 @@ def _sessions(request: Request) -> Any:
 async def audit(
     session: AsyncSession, caller: TrustedCall, action: str, target: str, outcome: str = "ok"
 ) -> None:
-    await session.execute(
-        m.operator_audit.insert().values(
-            org_id=caller.org_id,
-            audit_id=uuid.uuid4().hex,
-            at_ms=db_now_ms(),
-            actor=caller.user_id,
-            action=action[:32],
-            target=target[:191],
-            outcome=outcome,
-        )
+    await AuditRepository(session).record(
+        org_id=caller.org_id, actor=caller.user_id, action=action, target=target, outcome=outcome
     )
 
 
@@ -397,17 +388,13 @@ async def replay_dead_letters(request: Request, body: Replay, caller: Admin) -> 
     service: ServiceState = request.app.state.service
     async with service.engine.begin() as conn:
         done = await operate.replay(conn, QUEUES[body.queue], body.ids)
+        audit_log = AuditRepository(conn)
         for item_id in done.done:
-            await conn.execute(
-                m.operator_audit.insert().values(
-                    org_id=caller.org_id,
-                    audit_id=uuid.uuid4().hex,
-                    at_ms=db_now_ms(),
-                    actor=caller.user_id,
-                    action="replay",
-                    target=f"{body.queue}:{item_id}",
-                    outcome="ok",
-                )
+            await audit_log.record(
+                org_id=caller.org_id,
+                actor=caller.user_id,
+                action="replay",
+                target=f"{body.queue}:{item_id}",
             )
     return {"replayed": done.done, "refused": {r.id: r.reason for r in done.refused}}
 

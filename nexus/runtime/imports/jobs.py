@@ -18,15 +18,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.errors import BadRequest, Forbidden, NotFound
 from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, RecordError
-from nexus.platform.db import db_now_ms, read_db_now_ms
+from nexus.platform.db import read_db_now_ms
 from nexus.runtime.access.service import AccessCache, CallerAccess
-from nexus.runtime.imports import models as m
+from nexus.runtime.imports.repository import ImportRepository
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
@@ -133,23 +132,22 @@ async def accept(
     positions = {c: header.index(c) for c in mapping}
     job_id = uuid.uuid4().hex
     now = await read_db_now_ms(session)
-    await session.execute(
-        insert(m.import_job).values(
-            org_id=caller.org_id,
-            job_id=job_id,
-            user_id=caller.user_id,
-            object_name=obj.api_name,
-            mode=upload.mode,
-            external_id_field=external,
-            mapping=json.dumps(mapping),
-            state="queued",
-            total=len(rows),
-            processed=0,
-            succeeded=0,
-            failed=0,
-            created_at_ms=now,
-            updated_at_ms=now,
-        )
+    imports = ImportRepository(session)
+    await imports.insert_job(
+        org_id=caller.org_id,
+        job_id=job_id,
+        user_id=caller.user_id,
+        object_name=obj.api_name,
+        mode=upload.mode,
+        external_id_field=external,
+        mapping=json.dumps(mapping),
+        state="queued",
+        total=len(rows),
+        processed=0,
+        succeeded=0,
+        failed=0,
+        created_at_ms=now,
+        updated_at_ms=now,
     )
     values = []
     for number, row in enumerate(rows, start=1):
@@ -166,16 +164,12 @@ async def accept(
                 "fields": json.dumps(fields),
             }
         )
-    for start in range(0, len(values), 1000):
-        await session.execute(insert(m.import_row), values[start : start + 1000])
+    await imports.insert_rows(values)
     return {**await status(session, caller, job_id), "mapping": mapping}
 
 
 async def _job(session: AsyncSession, caller: TrustedCall, job_id: str) -> Any:
-    j = m.import_job
-    row = (
-        await session.execute(select(j).where(j.c.org_id == caller.org_id, j.c.job_id == job_id))
-    ).first()
+    row = await ImportRepository(session).job(caller.org_id, job_id)
     if row is None or row.user_id != caller.user_id:  # another user's import: not yours to see
         raise NotFound("no such import")
     return row
@@ -200,44 +194,20 @@ async def error_rows(
     session: AsyncSession, caller: TrustedCall, job_id: str
 ) -> list[tuple[int, str]]:
     await _job(session, caller, job_id)
-    r = m.import_row
-    rows = await session.execute(
-        select(r.c.row_no, r.c.error)
-        .where(r.c.org_id == caller.org_id, r.c.job_id == job_id, r.c.error.is_not(None))
-        .order_by(r.c.row_no)
-    )
-    return [(int(row.row_no), str(row.error)) for row in rows]
+    return await ImportRepository(session).error_rows(caller.org_id, job_id)
 
 
 # ---------------------------------------------------------------------------- the runner
 
 
-def _claimable() -> Any:
-    j = m.import_job
-    return and_(
-        j.c.state.in_(("queued", "running")),
-        or_(j.c.lease_until.is_(None), j.c.lease_until < db_now_ms()),
-    )
-
-
 async def waiting(session: AsyncSession) -> tuple[str, str] | None:
     """A job a runner could take (a read: idle runners do not take SQLite's write lock)."""
-    j = m.import_job
-    found = (
-        await session.execute(select(j.c.org_id, j.c.job_id).where(_claimable()).limit(1))
-    ).first()
-    return None if found is None else (str(found.org_id), str(found.job_id))
+    return await ImportRepository(session).waiting()
 
 
 async def claim(session: AsyncSession, owner: str, job: tuple[str, str]) -> bool:
     """Take the lease of a waiting job, or of one whose runner's lease ran out (CAS)."""
-    j = m.import_job
-    taken = await session.execute(
-        update(j)
-        .where(j.c.org_id == job[0], j.c.job_id == job[1], _claimable())
-        .values(state="running", lease_owner=owner, lease_until=db_now_ms() + LEASE_MS)
-    )
-    return bool(taken.rowcount == 1)  # type: ignore[attr-defined]
+    return await ImportRepository(session).claim(owner, job, LEASE_MS)
 
 
 def _typed(obj_fields: dict[str, FieldDef], fields: dict[str, str]) -> dict[str, Any]:
@@ -301,12 +271,8 @@ async def run_chunk(
     job_id: str,
 ) -> bool:
     """Save the job's next chunk; False when the job is finished (or failed)."""
-    j, r = m.import_job, m.import_row
-    job = (
-        await session.execute(
-            select(j).where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
-        )
-    ).first()
+    imports = ImportRepository(session)
+    job = await imports.leased_job(org_id, job_id, owner)
     if job is None or job.state != "running":
         return False
     run_as = await InboxRepository(session).active_user(org_id, job.user_id)
@@ -331,14 +297,7 @@ async def run_chunk(
     if obj is None:
         await _finish(session, org_id, job_id, owner, state="failed", error="NOT_FOUND: no object")
         return False
-    rows = list(
-        await session.execute(
-            select(r.c.row_no, r.c.fields)
-            .where(r.c.org_id == org_id, r.c.job_id == job_id, r.c.row_no > job.processed)
-            .order_by(r.c.row_no)
-            .limit(CHUNK)
-        )
-    )
+    rows = await imports.rows_after(org_id, job_id, job.processed, CHUNK)
     if not rows:
         await _finish(session, org_id, job_id, owner, state="done", error=None)
         return False
@@ -357,27 +316,18 @@ async def run_chunk(
     numbers = [row.row_no for row in rows]
     saved = [n for n in numbers if n not in errors]
     if saved:
-        await session.execute(
-            delete(r).where(r.c.org_id == org_id, r.c.job_id == job_id, r.c.row_no.in_(saved))
-        )
-    for number, message in errors.items():
-        await session.execute(
-            update(r)
-            .where(r.c.org_id == org_id, r.c.job_id == job_id, r.c.row_no == number)
-            .values(fields=None, error=message)
-        )
-    moved = await session.execute(
-        update(j)
-        .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
-        .values(
-            processed=numbers[-1],
-            succeeded=j.c.succeeded + len(saved),
-            failed=j.c.failed + len(errors),
-            lease_until=db_now_ms() + LEASE_MS,
-            updated_at_ms=db_now_ms(),
-        )
+        await imports.delete_rows(org_id, job_id, saved)
+    await imports.keep_row_errors(org_id, job_id, errors)
+    moved = await imports.advance(
+        org_id,
+        job_id,
+        owner,
+        processed=numbers[-1],
+        succeeded=len(saved),
+        failed=len(errors),
+        lease_ms=LEASE_MS,
     )
-    if moved.rowcount != 1:  # type: ignore[attr-defined]
+    if not moved:
         raise LostLease
     return True
 
@@ -385,14 +335,7 @@ async def run_chunk(
 async def _finish(
     session: AsyncSession, org_id: str, job_id: str, owner: str, *, state: str, error: str | None
 ) -> None:
-    j = m.import_job
-    await session.execute(
-        update(j)
-        .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
-        .values(
-            state=state, error=error, lease_owner=None, lease_until=None, updated_at_ms=db_now_ms()
-        )
-    )
+    await ImportRepository(session).finish(org_id, job_id, owner, state=state, error=error)
 
 
 async def give_up(session: AsyncSession, owner: str, job: tuple[str, str], error: str) -> None:

@@ -9,7 +9,6 @@ metadata); an operator binds a name to a URL and a secret reference
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 
 import httpx
@@ -19,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.platform.db import db_now_ms
 from nexus.platform.secrets import WEBHOOK_SECRET_REF
-from nexus.runtime.admin import models as admin_tables
+from nexus.runtime.admin.repository import AuditRepository
 from nexus.runtime.metadata.definitions import ENDPOINT_NAME
 from nexus.runtime.outbox import models as m
 
@@ -55,16 +54,8 @@ def display_url(url: str) -> str:
 
 
 async def _audit(conn: AsyncConnection, org_id: str, actor: str, action: str, name: str) -> None:
-    await conn.execute(
-        insert(admin_tables.operator_audit).values(
-            org_id=org_id,
-            audit_id=uuid.uuid4().hex,
-            at_ms=db_now_ms(),
-            actor=actor[:64],
-            action=action,
-            target=f"outbound_endpoint:{name}",
-            outcome="ok",
-        )
+    await AuditRepository(conn).record(
+        org_id=org_id, actor=actor, action=action, target=f"outbound_endpoint:{name}"
     )
 
 

@@ -14,16 +14,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import case, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from nexus.contracts.catalog import ReplicaAck, ReplicaAcks
 from nexus.contracts.errors import Conflict
-from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work, upsert
+from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
 from nexus.runtime.metadata.view import MetadataCache
-from nexus.runtime.releases import models as m
+from nexus.runtime.releases.repository import ReleaseRepository
 
 
 class StaleFencingToken(Conflict):
@@ -32,26 +29,12 @@ class StaleFencingToken(Conflict):
 
 async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
     """Record `token` as the org's newest, or refuse it when a newer one was seen."""
-    t = m.release_fence
     async with unit_of_work(session_factory(engine)) as session:
         now = await read_db_now_ms(session)
-        newer = t.c.fencing_token < token
-
-        def keep_newest(_incoming: Any) -> list[tuple[str, Any]]:
-            # the time first: on MySQL a CASE after the token's own assignment would see
-            # the new token and never move the time
-            return [
-                ("updated_at_ms", case((newer, now), else_=t.c.updated_at_ms)),
-                ("fencing_token", case((newer, token), else_=t.c.fencing_token)),
-            ]
-
-        await session.execute(
-            upsert(t, session.get_bind().dialect.name, [t.c.org_id], keep_newest).values(
-                org_id=org_id, fencing_token=token, prepared_revision=0, updated_at_ms=now
-            )
+        newest = await ReleaseRepository(session).keep_newest_token(
+            org_id=org_id, token=token, now_ms=now
         )
-        newest = await session.scalar(select(t.c.fencing_token).where(t.c.org_id == org_id))
-    if newest is not None and int(newest) > token:
+    if newest is not None and newest > token:
         raise StaleFencingToken(
             f"fencing token {token} is older than {newest}, the newest this org's Runtime has "
             "seen: another release job holds the org's writer lease; nothing was changed"
@@ -59,20 +42,16 @@ async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
 
 
 async def record_prepared(engine: AsyncEngine, *, org_id: str, revision: int) -> None:
-    t = m.release_fence
     async with unit_of_work(session_factory(engine)) as session:
-        await session.execute(
-            update(t)
-            .where((t.c.org_id == org_id) & (t.c.prepared_revision < revision))
-            .values(prepared_revision=revision, updated_at_ms=await read_db_now_ms(session))
+        await ReleaseRepository(session).record_prepared(
+            org_id=org_id, revision=revision, now_ms=await read_db_now_ms(session)
         )
 
 
 async def replica_acks(engine: AsyncEngine, *, live_ms: int) -> ReplicaAcks:
-    t = m.replica
     async with unit_of_work(session_factory(engine), readonly=True) as session:
         now = await read_db_now_ms(session)
-        rows = (await session.execute(select(t).order_by(t.c.replica_id))).mappings().all()
+        rows = await ReleaseRepository(session).replicas()
     return ReplicaAcks(
         replicas=[
             ReplicaAck(
@@ -96,8 +75,7 @@ class ReplicaHeartbeat:
 
     async def step(self) -> None:
         async with unit_of_work(self.sessions) as session:
-            fences = (await session.execute(select(m.release_fence))).mappings().all()
-            for fence in fences:
+            for fence in await ReleaseRepository(session).fences():
                 await self._preload(session, fence["org_id"], int(fence["prepared_revision"]))
             await self._record(session)
 
@@ -113,14 +91,10 @@ class ReplicaHeartbeat:
             self.acked[org_id] = revision
 
     async def _record(self, session: AsyncSession) -> None:
-        t = m.replica
-        now = await read_db_now_ms(session)
         org_id, revision = max(self.acked.items(), key=lambda i: i[1], default=(None, 0))
-        values = {"org_id": org_id, "prepared_revision": revision, "seen_at_ms": now}
-        dialect = session.get_bind().dialect.name
-        # one statement: the heartbeat and a prepare's `ack` write this row concurrently
-        await session.execute(
-            upsert(t, dialect, [t.c.replica_id], lambda _incoming: values).values(
-                replica_id=self.replica_id, **values
-            )
+        await ReleaseRepository(session).record_replica(
+            replica_id=self.replica_id,
+            org_id=org_id,
+            revision=revision,
+            now_ms=await read_db_now_ms(session),
         )

@@ -13,7 +13,7 @@ from nexus.runtime.imports import models as imports_tables
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.records import models as records_tables
 from nexus.runtime.releases import models as releases_tables
-from nexus.runtime.retention import DAY_MS, prune_once
+from nexus.runtime.retention.service import DAY_MS, prune_once
 from tests.integration.runtime.test_command_crash import accept_all
 from tests.integration.runtime.test_command_group import running
 from tests.support.commands import RuntimeDb, command, item, wait_final
