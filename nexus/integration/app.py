@@ -16,6 +16,7 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.admin_endpoints import router as admin_router
 from nexus.integration.catalog_sync import following_catalog
@@ -115,6 +116,7 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
         service=LogicalService.INTEGRATION,
         capabilities=CAPABILITIES,
         on_start=on_start,
+        readiness_checks=[lambda: _loops_ready(app)],
     )
     app.state.loops = loops
     app.state.public_base_url = settings.public_base_url.rstrip("/")
@@ -122,6 +124,14 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
     app.include_router(admin_router)
     app.serve_ahead(HOOKS_PREFIX, HooksEndpoint(role=Role.INTEGRATION.value))
     return app
+
+
+async def _loops_ready(app: FastAPI) -> CheckResult:
+    """Not ready while a background loop restarts after a failure (`--loops=all`)."""
+    background: IntegrationLoops | None = getattr(app.state, "background", None)
+    if background is None:
+        return CheckResult(name="integration-loops", ok=True, detail=app.state.loops)
+    return await background.ready()
 
 
 @asynccontextmanager

@@ -14,14 +14,15 @@ batch, the worker stops claiming, gives running calls the grace period and relea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from nexus.contracts.ops import CheckResult
 from nexus.integration.executor import CommandExecutor
 from nexus.integration.models import work
 from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
 from nexus.platform.http_client import internal_client
+from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner
@@ -75,45 +76,33 @@ class IntegrationLoops:
         )
         for router in self.routers:  # new WorkItems: the executor claims them along
             router.executor = self.worker
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self.loops = [
+            RestartingLoop(f"receipt-router-{n}", router.run, on_stop=router.stop)
+            for n, router in enumerate(self.routers)
+        ]
+        self.loops.append(
+            RestartingLoop("command-executor", self.worker.run, on_stop=self.worker.stop)
+        )
 
     def start(self) -> None:
-        runs = [(f"receipt-router-{n}", r.run()) for n, r in enumerate(self.routers)]
-        runs.append(("command-executor", self.worker.run()))
-        for name, coroutine in runs:
-            task = asyncio.create_task(coroutine, name=name)
-            task.add_done_callback(self._ended)
-            self._tasks.append(task)
+        for loop in self.loops:
+            loop.start()
         log.info("integration.loops_started", routers=len(self.routers))
 
     def wake_router(self) -> None:
         for router in self.routers:
             router.wake()
 
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        if self._stopping or task.cancelled():
-            return
-        error = task.exception()
-        log.error(
-            "integration.loop_crashed",
-            loop=task.get_name(),
-            error_type=type(error).__name__ if error else None,
-        )
+    async def ready(self) -> CheckResult:
+        """Not ready while a router or the executor restarts after a failure."""
+        checks = [await loop.ready() for loop in self.loops]
+        failed = [c for c in checks if not c.ok]
+        detail = "; ".join(f"{c.name}: {c.detail}" for c in failed) or "running"
+        return CheckResult(name="integration-loops", ok=not failed, detail=detail)
 
     async def stop(self) -> None:
         """Drain: stop claiming, let running work finish within the grace period."""
-        self._stopping = True
-        for router in self.routers:
-            router.stop()
-        self.worker.stop()
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=self.grace_seconds + 5)
-            for task in pending:
-                task.cancel()
-            for task in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await asyncio.gather(*(loop.stop(self.grace_seconds + 5) for loop in self.loops))
         await self.executor.aclose()
         await self.client.aclose()
         log.info("integration.loops_stopped", **self.worker.stats.__dict__)

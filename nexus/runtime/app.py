@@ -34,7 +34,7 @@ from nexus.runtime.inbox.queue import inbox_store
 from nexus.runtime.metadata.service import resume_staged
 from nexus.runtime.outbox.models import outbox
 from nexus.runtime.outbox.queue import BELL as OUTBOX_BELL
-from nexus.runtime.outbox.worker import outbox_lifespan
+from nexus.runtime.outbox.worker import outbox_lifespan, outbox_ready
 from nexus.runtime.releases.endpoints import router as release_router
 from nexus.runtime.releases.replicas import ReplicaHeartbeat
 from nexus.runtime.retention.service import retention_loop
@@ -183,14 +183,15 @@ def _worker_lifespan(
 def create_worker_app(settings: Settings, *, doorbell_at: tuple[str, int] | None = None) -> FastAPI:
     """The worker serves health and metrics on its own port; its work loops join here."""
     inbox_loop = InboxLoop(settings)
-    return create_service_app(
+    app = create_service_app(
         settings=settings,
         role=Role.RUNTIME_WORKER,
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
         on_start=_worker_lifespan(settings, inbox_loop, doorbell_at),
-        readiness_checks=[inbox_loop.ready],
+        readiness_checks=[inbox_loop.ready, lambda: outbox_ready(app)],
     )
+    return app
 
 
 def _queue_gauges(

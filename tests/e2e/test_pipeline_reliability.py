@@ -126,7 +126,8 @@ class Role:
 
     def crashed_loops(self) -> int:
         """Background loops of this process that ended with an error (none may)."""
-        return self.log.read_text(errors="replace").count("loop_crashed")
+        log = self.log.read_text(errors="replace")
+        return log.count("loops.loop_failed") + log.count("loops.side_task_died")
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]

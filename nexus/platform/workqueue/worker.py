@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.platform.db import reading
+from nexus.platform.loops import SideTasks
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import (
@@ -169,6 +170,7 @@ class Worker:
         self._live: dict[str, _Live] = {}
         self._results: asyncio.Queue[tuple[Claimed, Outcome]] = asyncio.Queue()
         self._stopping = asyncio.Event()
+        self._stop_requested = False
         self._slots = asyncio.Event()
         self._wakeup = asyncio.Event()  # new work may be claimable: end the idle wait
         self._queues = _Queues()
@@ -181,6 +183,11 @@ class Worker:
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
+        """Stop claiming and drain; `run()` ends, and does not start again."""
+        self._stop_requested = True
+        self._halt()
+
+    def _halt(self) -> None:
         self._stopping.set()
         self._slots.set()
         self._wakeup.set()
@@ -195,18 +202,26 @@ class Worker:
         self._wakeup.set()
 
     async def run(self) -> None:
-        completer = asyncio.create_task(self._complete_loop(), name="work-completer")
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="work-heartbeat")
-        try:
-            await self._poll_loop()
-            await self._drain()
-        finally:
-            heartbeat.cancel()
-            await self._results.join()
-            completer.cancel()
-            for task in (heartbeat, completer):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        """Claim and execute until `stop()`, then drain. The completer and the heartbeat are
+        side tasks (`platform.loops.SideTasks`): when one dies the worker drains what it can
+        and raises `SideTaskDied`; `run()` may then be called again (its owner's restart)."""
+        if self._stop_requested:
+            return
+        self._stopping.clear()
+        if self._live or self._results.qsize():  # what a run whose side task died left
+            # their outcomes are not written: the leases run out and the items run again
+            log.warning("work.restart_dropped", items=len(self._live))
+            self._live = {}
+            self._results = asyncio.Queue()
+        async with SideTasks("work-worker", on_death=self._halt) as side:
+            side.start("work-completer", self._complete_loop())
+            heartbeat = side.start("work-heartbeat", self._heartbeat_loop())
+            try:
+                await self._poll_loop()
+                await self._drain()
+            finally:
+                await side.cancel(heartbeat)
+                await side.guard(self._results.join())  # outcomes are written, or it died
 
     async def _drain(self) -> None:
         running = [live.task for live in self._live.values() if live.task and not live.task.done()]

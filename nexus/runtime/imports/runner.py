@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from nexus.platform.db import unit_of_work
 from nexus.platform.doorbell import answering
+from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState
@@ -96,12 +97,13 @@ def imports_lifespan(
 ) -> Callable[[FastAPI, ServiceState], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def run(app: FastAPI, state: ServiceState) -> AsyncIterator[None]:
-        task = asyncio.create_task(run_imports(state, pause_s=pause_s), name="imports")
+        loop = app.state.imports_loop = RestartingLoop(
+            "imports", lambda: run_imports(state, pause_s=pause_s)
+        )
+        loop.start()
         try:
             yield
         finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            await loop.stop(0)  # at once: a chunk cut short is redone by the next runner
 
     return run

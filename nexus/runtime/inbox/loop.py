@@ -9,8 +9,6 @@ released for another process. Its queue and this process's counts are on /metric
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db import session_factory
+from nexus.platform.loops import RestartingLoop
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -49,11 +48,15 @@ class InboxLoop:
             idle_poll_ms=cfg.inbox_idle_poll_ms,
             drain_timeout_s=settings.core.shutdown_grace_seconds * 0.8,
         )
-        self.state = "starting"
         self.worker: Worker | None = None
         self.engine: AsyncEngine | None = None
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.loop = RestartingLoop(
+            "inbox", self._run_once, on_stop=self._stop_worker, restart_s=RESTART_SECONDS
+        )
+
+    @property
+    def state(self) -> str:
+        return self.loop.state
 
     @asynccontextmanager
     async def lifespan(self, _app: FastAPI, _state: ServiceState) -> AsyncIterator[None]:
@@ -72,73 +75,52 @@ class InboxLoop:
             pool_size=POOL_SIZE,
             sqlite_on_loop=True,  # claims, completions and record writes: short statements
         )
-        self._task = asyncio.create_task(self._run(self.engine), name="inbox-loop")
+        self.loop.start()
 
     async def stop(self) -> None:
         """Drain: stop claiming, let running commands finish (or release them), then close."""
-        self._stop.set()
-        if self.worker is not None:
-            self.worker.stop()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, self.worker_settings.drain_timeout_s + 5)
-            except TimeoutError:  # wait_for cancelled it
-                log.warning("inbox.drain_timed_out")
+        await self.loop.stop(self.worker_settings.drain_timeout_s + 5)
         if self.engine is not None:
             await self.engine.dispose()
-        self.state = "stopped"
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
 
     async def ready(self) -> CheckResult:
         """Not ready when the loop failed (and is restarting) or stopped; waiting for the
         schema or the database is the database check's to report."""
-        failed = self.state.startswith("restarting") or self.state == "stopped"
-        return CheckResult(name="inbox", ok=not failed, detail=self.state)
+        return await self.loop.ready()
 
-    async def _run(self, engine: AsyncEngine) -> None:
-        while not self._stop.is_set():
-            try:
-                await self._wait_for_schema(engine)
-                if self._stop.is_set():
-                    return
-                async with engine.begin() as conn:
-                    await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=self.policy)
-                    await set_queue_policy(
-                        conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy
-                    )
-                executor = CommandExecutor(
-                    session_factory(engine), failpoint=self.settings.core.failpoint
-                )
-                worker = Worker(engine, self.store, executor, self.worker_settings)
-                executor.worker = self.worker = worker
-                if self._stop.is_set():
-                    return
-                self.state = "running"
-                log.info("inbox.started", concurrency=self.worker_settings.concurrency)
-                try:
-                    await worker.run()
-                finally:
-                    await executor.close()
-                if self._stop.is_set():
-                    return
-                raise RuntimeError("the inbox worker stopped by itself")
-            except Exception as exc:  # noqa: BLE001 - say so on /readyz, then start over
-                unless_cancelled()
-                self.state = f"restarting after {type(exc).__name__}"
-                log.error("inbox.loop_failed", error=type(exc).__name__)
-                await self._pause(RESTART_SECONDS)
+    async def _run_once(self) -> None:
+        """One life of the inbox worker (`RestartingLoop` runs it again after a failure)."""
+        assert self.engine is not None  # noqa: S101 - started by start()
+        engine = self.engine
+        await self._wait_for_schema(engine)
+        if self.loop.stopping:
+            return
+        async with engine.begin() as conn:
+            await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=self.policy)
+            await set_queue_policy(conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy)
+        executor = CommandExecutor(session_factory(engine), failpoint=self.settings.core.failpoint)
+        worker = Worker(engine, self.store, executor, self.worker_settings)
+        executor.worker = self.worker = worker
+        if self.loop.stopping:
+            return
+        self.loop.state = "running"
+        log.info("inbox.started", concurrency=self.worker_settings.concurrency)
+        try:
+            await worker.run()
+        finally:
+            await executor.close()
 
     async def _wait_for_schema(self, engine: AsyncEngine) -> None:
-        while not self._stop.is_set():
+        while not self.loop.stopping:
             try:
                 if (await migration_state(engine, LogicalService.RUNTIME)).at_head:
                     return
-                self.state = "waiting for migrations"
+                self.loop.state = "waiting for migrations"
             except Exception as exc:  # noqa: BLE001 - the database is not reachable yet
                 unless_cancelled()
-                self.state = f"waiting for the database ({type(exc).__name__})"
-            await self._pause(SCHEMA_POLL_SECONDS)
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleep, but wake at once on stop()."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+                self.loop.state = f"waiting for the database ({type(exc).__name__})"
+            await self.loop.pause(SCHEMA_POLL_SECONDS)

@@ -23,8 +23,10 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy import update
 
+from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
 from nexus.platform.doorbell import answering
+from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.service_app import ServiceState, role_engine
@@ -148,19 +150,21 @@ def outbox_lifespan(
             sqlite_on_loop=True,
         )
         runner = app.state.outbox = OutboxRunner(ServiceState(engine), settings)
-        task = asyncio.create_task(runner.run(), name="outbox")
-        task.add_done_callback(_report_crash)
+        loop = app.state.outbox_loop = RestartingLoop("outbox", runner.run, on_stop=runner.stop)
+        loop.start()
         try:
             yield
         finally:
-            runner.stop()
-            await asyncio.gather(task, return_exceptions=True)  # a crash was reported already
+            await loop.stop(settings.core.shutdown_grace_seconds)
             await runner.close()
             await engine.dispose()
 
     return run
 
 
-def _report_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("outbox.crashed", error=type(task.exception()).__name__)
+async def outbox_ready(app: FastAPI) -> CheckResult:
+    """Not ready while the outbox loop restarts after a failure."""
+    loop: RestartingLoop | None = getattr(app.state, "outbox_loop", None)
+    if loop is None:
+        return CheckResult(name="outbox", ok=True, detail="starting")
+    return await loop.ready()

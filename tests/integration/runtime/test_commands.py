@@ -286,6 +286,7 @@ async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
         assert {c["name"]: c["ok"] for c in ready["checks"]} == {
             "database:runtime": True,
             "inbox": True,
+            "outbox": True,
         }
         deadline = time.monotonic() + 15
         dead = re.compile(

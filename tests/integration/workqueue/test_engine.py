@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db import create_engine, reading
+from nexus.platform.loops import SideTaskDied
 from nexus.platform.workqueue.families import TransferBlocked, transfer
 from nexus.platform.workqueue.store import (
     DEAD,
@@ -360,6 +361,33 @@ async def test_transfer_waits_for_in_flight_items_then_fences_the_old_owner(
     worker = Worker(queue.engine, new, handler, fast())
     await run_until(worker, lambda: all_final(queue, family, 4))
     assert sorted(seen) == sorted(p for p in "0123" if p != held[0].payload)
+
+
+async def test_a_dead_completer_stops_the_worker_loudly_and_a_restart_finishes_the_work(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the side tasks were supervised, a bug in `_settle` killed the completer
+    silently: executors stalled and shutdown waited forever on the results queue."""
+    family = queue.family()
+    ids = await queue.enqueue([NewItem(family, "default", str(i)) for i in range(20)])
+    runs: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        runs.append(item.id)
+
+    worker = Worker(queue.engine, queue.store(lease_ms=1_000), handler, fast(batch=5))
+
+    def broken(*_args: object) -> None:
+        raise ValueError("a bug in settling outcomes")
+
+    monkeypatch.setattr(worker, "_settle", broken)
+    with pytest.raises(SideTaskDied, match="work-completer"):
+        await asyncio.wait_for(worker.run(), 20)  # stops by itself, and says why
+    monkeypatch.undo()
+    await run_until(worker, lambda: all_final(queue, family, 20))  # the owner's restart
+    rows = await queue.rows(family)
+    assert {rows[i]["state"] for i in ids} == {SUCCEEDED}
+    assert set(runs) == set(ids)
 
 
 async def test_drain_releases_unfinished_items_keeping_their_attempts(queue: Queue) -> None:
