@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -55,6 +54,7 @@ from nexus.contracts.catalog import (
 )
 from nexus.contracts.errors import NexusError
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.failpoints import crash_at
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 
@@ -363,9 +363,7 @@ class _Runner:
                 await task
 
     def _failpoint(self, state: str) -> None:
-        if self.ctx.failpoint == f"{FAILPOINT_PREFIX}{state}":
-            log.warning("failpoint.crash", point=self.ctx.failpoint)
-            os._exit(137)  # simulate a crash right after this state committed (tests only)
+        crash_at(self.ctx.failpoint, f"{FAILPOINT_PREFIX}{state}")  # right after it committed
 
     async def _fail(self, job: RowMapping, exc: NexusError | StaleFencingToken) -> None:
         message = exc.message if isinstance(exc, NexusError) else str(exc)

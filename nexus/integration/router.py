@@ -75,6 +75,7 @@ from nexus.integration.routing_repository import (
 )
 from nexus.platform import fast_sql
 from nexus.platform.db import reading
+from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -627,9 +628,7 @@ class ReceiptRouter:
             log.warning("router.receipt_failed", receipt_id=rid, reason=reason)
 
     def _crash_at(self, point: str) -> None:
-        if self.failpoint == point:
-            log.warning("failpoint.crash", point=point)
-            os._exit(137)  # simulate a crash at this point (tests only)
+        crash_at(self.failpoint, point)
 
 
 def _unavailable(exc: BaseException) -> bool:

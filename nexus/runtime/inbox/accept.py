@@ -15,7 +15,6 @@ winner's row. The caller hears its answer only after that commit.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 
 from sqlalchemy.exc import OperationalError
@@ -28,6 +27,7 @@ from nexus.contracts.commands import (
 )
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NexusError, NotFound
 from nexus.platform.db import unit_of_work
+from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import canonical_json
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
@@ -121,9 +121,7 @@ class CommandInbox:
                 if attempt == DEADLOCK_ATTEMPTS or not is_deadlock(exc):
                     raise
                 log.info("inbox.accept_deadlock_retried", attempt=attempt)
-        if self.failpoint == FAILPOINT_AFTER_COMMIT:
-            log.warning("failpoint.crash", point=self.failpoint)
-            os._exit(137)  # committed, never answered (tests only)
+        crash_at(self.failpoint, FAILPOINT_AFTER_COMMIT)  # committed, never answered
         accepted = sum(_status(o) == "accepted" for o in outcomes)
         if accepted:
             self.on_accepted()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.errors import Conflict
 from nexus.identity.api import Directory
 from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.failpoints import crash_at
 from nexus.platform.observability import get_logger
 from nexus.runtime.metadata.definitions import (
     InvalidMetadata,
@@ -207,9 +207,7 @@ async def _complete(
                 actual_fingerprint=after,
                 now_ms=await read_db_now_ms(session),
             )
-    if failpoint == FAILPOINT_AFTER_DDL:
-        log.warning("failpoint.crash", point=failpoint)
-        os._exit(137)  # simulate a crash between DDL and activation (tests only)
+    crash_at(failpoint, FAILPOINT_AFTER_DDL)  # between DDL and activation
     async with unit_of_work(sessions) as session:
         repo = MetadataRepository(session)
         now = await read_db_now_ms(session)
