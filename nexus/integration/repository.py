@@ -1,4 +1,11 @@
-"""Every SQL statement of the integration context."""
+"""The SQL of routes (declare, version, look up) and of storing webhook receipts (one insert
+with dedupe per delivery id, and the SQLite fast lane's DB-API form of it).
+
+The other integration statements sit beside the use case they serve: the receipt router's
+in `routing_repository.py`, operating (dead letters, audits, purge) in
+`operations_repository.py`, failed receipts in `failed_receipts_repository.py`, re-routing in
+`reroute_repository.py`.
+"""
 
 from __future__ import annotations
 

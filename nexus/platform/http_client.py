@@ -1,7 +1,8 @@
 """The HTTP client one role uses to call another (`/internal/v1/...`).
 
-httpx's API over aiohttp's connection pool (`httpx-aiohttp`), as the gateway does (ADR 0007):
-httpcore's pool costs grow with the number of pooled connections, measured here at ~25
+httpx's API over aiohttp's connection pool (`httpx-aiohttp`), the choice ADR 0007 made for
+the gateway (which since relays with its own lean client, ADR 0051; role-to-role calls keep
+this one): httpcore's pool costs grow with the number of pooled connections, measured here at ~25
 AcceptCommand calls/s with 64 in flight against a local server, where aiohttp's pool serves
 hundreds. No cookies, no proxies or settings from the environment, no decompression.
 
