@@ -4,14 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck imports pytest install system-deps node-deps frontend frontend-test lock wheel image-test clean
+.PHONY: run test check lint typecheck imports pytest install system-deps node-deps frontend frontend-lint frontend-test lock wheel image-test clean
 
 run: $(STAMP) frontend
 	exec $(BIN)/nexus up
 
 test: system-deps $(STAMP) check
 
-check: lint typecheck imports frontend-test pytest
+check: lint typecheck imports frontend-lint frontend-test pytest
 
 install: $(STAMP)
 
@@ -50,6 +50,9 @@ $(FRONTEND_DEPS): frontend/package-lock.json
 
 frontend: $(FRONTEND_DEPS)
 	cd frontend && npm run --silent build
+
+frontend-lint: $(FRONTEND_DEPS)
+	cd frontend && npm run --silent lint
 
 frontend-test: $(FRONTEND_DEPS)
 	cd frontend && npm test --silent

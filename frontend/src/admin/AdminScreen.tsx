@@ -63,10 +63,3 @@ export function NotAllowed() {
     </EmptyState>
   );
 }
-
-/** A dated, short stamp for tables ("2026-11-29 22:05:11"). */
-export function stamp(value: string | number | null | undefined): string {
-  if (value === null || value === undefined) return "—";
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? "—" : date.toISOString().replace("T", " ").slice(0, 19);
-}

@@ -13,7 +13,8 @@ export const VERSION = "v62.0";
 const BASE = `/services/data/${VERSION}`;
 const UI = `${BASE}/ui-api`;
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- loosely typed server JSON, read field by field and narrowed where used
+type Json = Record<string, any>;
 
 const ID = /^[a-zA-Z0-9]{15,18}$/;
 function checkId(id: string): string {

@@ -42,7 +42,7 @@ export function App() {
     } else if (!isSignedIn() && !signedOut) {
       void startSignIn(currentPath());
     }
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- once per page load: finish the OAuth callback or start sign-in; re-running on route/sign-out changes would redirect again
   }, []);
 
   if (route.name === "callback" && callbackError) {

@@ -42,7 +42,7 @@ export function ImportDialog({ info, onClose, onDone }: { info: ObjectInfo; onCl
       POLL_MS,
     );
     return () => clearTimeout(timer);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- driven by `job` only: a new `onDone` identity must not call onDone again for an already finished job
   }, [job]);
 
   const choose = async (file: File | undefined) => {

@@ -88,7 +88,8 @@ export function RecordForm({
           onChange={(field, value) => {
             setValues((v) => ({ ...v, [field]: value }));
             setErrors((e) => {
-              const { [field]: _gone, ...rest } = e;
+              const rest = { ...e };
+              delete rest[field];
               return rest;
             });
           }}

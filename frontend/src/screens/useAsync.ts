@@ -25,7 +25,7 @@ export function useAsync<T>(load: () => Promise<T>, deps: unknown[]): AsyncState
     return () => {
       live = false;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- the caller's deps (spread, so the rule cannot read them) plus `tick`; `load` is a fresh closure every render and must not re-run the load by itself
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { ...state, reload };
