@@ -11,12 +11,12 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.catalog.endpoints import router
-from nexus.catalog.operator_auth import CatalogOperatorGate
 from nexus.catalog.runtime_client import RuntimeReleases
 from nexus.catalog.service import CatalogContext, resume
 from nexus.contracts.roles import LogicalService, Role
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger
+from nexus.platform.operator_gate import operator_gate
 from nexus.platform.secrets import secrets_dir, workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app
 from nexus.platform.settings import Settings
@@ -79,11 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.workload_keys = load_public_keys(
                 workload_key_dir(secrets_dir(settings.var_dir))
             )
-            app.state.operator_gate = CatalogOperatorGate(
-                runtime_url=settings.upstream_url(Role.RUNTIME_API.value),
-                signer=ctx.runtime.signer,
-                client=client,
-            )
+            app.state.operator_gate = operator_gate(settings, "catalog", client)
             resumer = asyncio.create_task(_resume_when_migrated(state, ctx))
             try:
                 yield

@@ -7,10 +7,10 @@ Runtime's code, message and field problems; Runtime unreachable, slow or broken 
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 from nexus.contracts.catalog import (
     RELEASE_PREPARE_PATH,
@@ -22,9 +22,11 @@ from nexus.contracts.catalog import (
     ReplicaAcks,
 )
 from nexus.contracts.errors import BadRequest, UpstreamError
+from nexus.platform.http_client import InternalClient, InternalRefused, InternalUnreachable
 from nexus.platform.workload import WorkloadSigner
 
 RUNTIME_AUDIENCE = "runtime-api"
+M = TypeVar("M", bound=BaseModel)
 
 
 class RuntimeRefused(BadRequest):
@@ -44,48 +46,36 @@ class RuntimeReleases:
         client: httpx.AsyncClient,
         timeout_s: float = 120.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.signer = signer
-        self.client = client
-        self.timeout_s = timeout_s
+        self.runtime = InternalClient(
+            base_url=base_url,
+            signer=signer,
+            audience=RUNTIME_AUDIENCE,
+            client=client,
+            timeout_s=timeout_s,
+        )
 
     async def state(self) -> ReleaseState:
-        return ReleaseState.model_validate(await self._post(RELEASE_STATE_PATH, {}))
+        return await self._post(RELEASE_STATE_PATH, {}, ReleaseState)
 
     async def schema(self, request: ReleaseRequest) -> ReleaseState:
-        return ReleaseState.model_validate(
-            await self._post(RELEASE_SCHEMA_PATH, request.model_dump(mode="json"))
-        )
+        return await self._post(RELEASE_SCHEMA_PATH, request.model_dump(mode="json"), ReleaseState)
 
     async def prepare(self, request: ReleaseRequest) -> ReleaseState:
-        return ReleaseState.model_validate(
-            await self._post(RELEASE_PREPARE_PATH, request.model_dump(mode="json"))
-        )
+        return await self._post(RELEASE_PREPARE_PATH, request.model_dump(mode="json"), ReleaseState)
 
     async def replicas(self) -> ReplicaAcks:
-        return ReplicaAcks.model_validate(await self._post(RELEASE_REPLICAS_PATH, {}))
+        return await self._post(RELEASE_REPLICAS_PATH, {}, ReplicaAcks)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        deadline_ms = int((time.time() + self.timeout_s) * 1000)
-        headers = self.signer.headers(RUNTIME_AUDIENCE, deadline_ms=deadline_ms)
+    async def _post(self, path: str, body: dict[str, Any], model: type[M]) -> M:
         try:
-            reply = await self.client.post(
-                f"{self.base_url}{path}", json=body, headers=headers, timeout=self.timeout_s
-            )
-        except httpx.HTTPError as exc:
-            raise RuntimeUnavailable(
-                f"Runtime could not be reached ({type(exc).__name__})"
-            ) from None
-        if reply.status_code == 200:
-            return reply.json()
-        try:
-            error = reply.json()
-        except ValueError:
-            error = {}
-        error = error if isinstance(error, dict) else {}
-        code = str(error.get("code") or "")
-        message = str(error.get("message") or f"Runtime answered {reply.status_code}")
-        fields = error.get("fields") if isinstance(error.get("fields"), dict) else None
-        if 400 <= reply.status_code < 500 and reply.status_code not in (401, 403, 408, 429):
-            raise RuntimeRefused(message, code=code or None, fields=fields)
-        raise RuntimeUnavailable(f"Runtime answered {reply.status_code} {code}".strip())
+            return await self.runtime.post(path, body, model=model)
+        except InternalUnreachable as exc:
+            raise RuntimeUnavailable(f"Runtime could not be reached ({exc.error})") from None
+        except InternalRefused as exc:
+            if 400 <= exc.status < 500 and exc.status not in (401, 403, 408, 429):
+                raise RuntimeRefused(
+                    exc.message or f"Runtime answered {exc.status}",
+                    code=exc.code or None,
+                    fields=exc.fields,
+                ) from None
+            raise RuntimeUnavailable(f"Runtime answered {exc.status} {exc.code}".strip()) from None

@@ -1,7 +1,7 @@
 """The integration admin API, `/admin/v1/integration/...` (public through the gateway).
 
 Every route first asks Runtime whether the bearer of the request's token may operate the
-integration (`operator_auth.OperatorGate`): 401 / 403 come from there. Then one use case of
+integration (`nexus.platform.operator_gate`): 401 / 403 come from there. Then one use case of
 `operations.py` runs against the role's service database (never the ingress pool).
 
     GET  /dead-letters        parked items (dead, outcome unknown) with event and receipt
@@ -67,8 +67,8 @@ async def operator(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> ops.Operator:
     """The operator, as Runtime vouches for them (401/403 otherwise)."""
-    result: ops.Operator = await request.app.state.operators.operator(authorization)
-    return result
+    vouched = await request.app.state.operators.operator(authorization)
+    return ops.Operator(org_id=vouched.org_id, user_id=vouched.user_id)
 
 
 Operator = Annotated[ops.Operator, Depends(operator)]

@@ -24,7 +24,6 @@ from nexus.integration.endpoints import HOOKS_PREFIX, HooksEndpoint
 from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteStore
 from nexus.integration.loops import IntegrationLoops
 from nexus.integration.models import work
-from nexus.integration.operator_auth import OperatorGate
 from nexus.integration.retention import retention_loop
 from nexus.integration.service import IngressService, RouteCache
 from nexus.platform.db import (
@@ -32,6 +31,7 @@ from nexus.platform.db import (
     is_sqlite_file,
     sqlite_write_gate,
 )
+from nexus.platform.operator_gate import operator_gate
 from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app, role_engine
 from nexus.platform.settings import Settings
@@ -143,11 +143,7 @@ async def _operating(
     cfg = settings.integration
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
-        app.state.operators = OperatorGate(
-            runtime_url=settings.upstream_url("runtime-api"),
-            signer=workload_signer(settings, "integration"),
-            client=client,
-        )
+        app.state.operators = operator_gate(settings, "integration", client)
         app.state.catalog_follower = await stack.enter_async_context(
             following_catalog(
                 settings, loops_engine, client, on_change=app.state.ingress.routes.invalidate

@@ -14,7 +14,8 @@ from joserfc.jwk import ECKey
 from nexus.contracts.errors import Forbidden, Unauthorized, UpstreamError
 from nexus.identity import admin
 from nexus.identity.keys import KeyRing, key_dir
-from nexus.integration.operator_auth import OperatorGate
+from nexus.platform.http_client import InternalClient
+from nexus.platform.operator_gate import RUNTIME_AUDIENCE, OperatorGate
 from nexus.platform.secrets import secrets_dir, workload_signer
 from nexus.platform.workload import WorkloadSigner
 from tests.integration.identity.conftest import (
@@ -188,11 +189,14 @@ async def test_exchange_refuses_a_revoked_user_token(identity: Identity) -> None
 def gate(
     identity: Identity, client: httpx.AsyncClient, workload: str = "integration"
 ) -> OperatorGate:
-    return OperatorGate(
-        runtime_url=identity.url,
+    runtime = InternalClient(
+        base_url=identity.url,
         signer=workload_signer(identity.settings, workload),  # type: ignore[arg-type]
+        audience=RUNTIME_AUDIENCE,
         client=client,
+        timeout_s=5.0,
     )
+    return OperatorGate(runtime, area="integration")
 
 
 async def test_a_system_administrator_may_operate_the_integration(identity: Identity) -> None:
