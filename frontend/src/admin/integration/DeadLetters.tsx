@@ -5,13 +5,13 @@ import {
   deadLetters, refusals, replayItems, replaySince, reroutable, rerouteItems, skipLane,
   type ActionReport, type DeadLetter, type DeadLetterFilter,
 } from "../../api/admin";
-import { Button, EmptyState, ErrorState, Field, Spinner, Table } from "../../ui/components";
+import { Button, EmptyState, ErrorState, Spinner, Table } from "../../ui/components";
 import { useAsync } from "../../screens/useAsync";
 import { stamp, useReplay } from "../shared";
+import { Filters } from "./Filters";
 import { Refusals } from "./Refusals";
 
 export function DeadLetters({ halted, changed, onChange }: { halted: boolean; changed: number; onChange: () => void }) {
-  const [filter, setFilter] = useState<DeadLetterFilter>({});
   const [applied, setApplied] = useState<DeadLetterFilter>({});
   const [since, setSince] = useState("");
   const id = useId();
@@ -27,18 +27,12 @@ export function DeadLetters({ halted, changed, onChange }: { halted: boolean; ch
     <section className="card admin-section" aria-labelledby={`${id}-title`}>
       <h2 id={`${id}-title`}>{title}</h2>
       {!halted && (
-        <form
-          className="filters"
-          aria-label="Dead letter filters"
-          onSubmit={(e) => { e.preventDefault(); setApplied(filter); }}
-        >
-          {(["connector", "route", "pack", "failure_class"] as const).map((key) => (
-            <Field key={key} id={`${id}-${key}`} label={key === "failure_class" ? "Failure class" : key[0].toUpperCase() + key.slice(1)}>
-              <input id={`${id}-${key}`} value={filter[key] ?? ""} onChange={(e) => setFilter({ ...filter, [key]: e.target.value })} />
-            </Field>
-          ))}
-          <Button type="submit">Filter</Button>
-        </form>
+        <Filters
+          label="Dead letter filters"
+          keys={["connector", "route", "pack", "failure_class"] as const}
+          names={{ failure_class: "Failure class" }}
+          onApply={setApplied}
+        />
       )}
       {list.loading && !list.data && <Spinner />}
       {list.error && <ErrorState message={list.error} onRetry={list.reload} />}

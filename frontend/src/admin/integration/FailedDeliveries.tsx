@@ -4,13 +4,13 @@ import {
   failedReceipts, receiptRefusals, replayReceipts, replayReceiptsSince,
   type FailedReceipt, type FailedReceiptFilter, type ReceiptReport,
 } from "../../api/admin";
-import { Button, EmptyState, ErrorState, Field, Spinner, Table } from "../../ui/components";
+import { Button, EmptyState, ErrorState, Spinner, Table } from "../../ui/components";
 import { useAsync } from "../../screens/useAsync";
 import { stamp, useReplay } from "../shared";
+import { Filters } from "./Filters";
 import { Refusals } from "./Refusals";
 
 export function FailedDeliveries({ changed, onChange }: { changed: number; onChange: () => void }) {
-  const [filter, setFilter] = useState<FailedReceiptFilter>({});
   const [applied, setApplied] = useState<FailedReceiptFilter>({});
   const [since, setSince] = useState("");
   const id = useId();
@@ -28,18 +28,12 @@ export function FailedDeliveries({ changed, onChange }: { changed: number; onCha
         Webhooks the route could not map: nothing was created from them. Fix the route, then replay:
         they are mapped again with the route&apos;s current version.
       </p>
-      <form
-        className="filters"
-        aria-label="Failed delivery filters"
-        onSubmit={(e) => { e.preventDefault(); setApplied(filter); }}
-      >
-        {(["connector", "route", "delivery_id"] as const).map((key) => (
-          <Field key={key} id={`${id}-${key}`} label={key === "delivery_id" ? "Delivery id" : key[0].toUpperCase() + key.slice(1)}>
-            <input id={`${id}-${key}`} value={filter[key] ?? ""} onChange={(e) => setFilter({ ...filter, [key]: e.target.value })} />
-          </Field>
-        ))}
-        <Button type="submit">Filter</Button>
-      </form>
+      <Filters
+        label="Failed delivery filters"
+        keys={["connector", "route", "delivery_id"] as const}
+        names={{ delivery_id: "Delivery id" }}
+        onApply={setApplied}
+      />
       {list.loading && !list.data && <Spinner />}
       {list.error && <ErrorState message={list.error} onRetry={list.reload} />}
       {list.data && !items.length && <EmptyState title="No failed deliveries" />}
