@@ -147,7 +147,8 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Per external id: sent ms, record created ms, receipt stored ms, inbox accepted/applied ms."""
     from sqlalchemy import select, text
 
-    from nexus.integration.models import ingress_receipt, work
+    from nexus.integration.delivery.models import work
+    from nexus.integration.ingress.models import ingress_receipt
     from nexus.platform.db import create_engine
     from nexus.runtime.inbox.models import inbox
 

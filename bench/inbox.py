@@ -41,7 +41,7 @@ from sqlalchemy import func, select
 
 from nexus.contracts.commands import COMMANDS_PATH, AcceptCommandRequest
 from nexus.contracts.roles import LogicalService
-from nexus.integration.executor import CommandExecutor
+from nexus.integration.delivery.executor import CommandExecutor
 from nexus.platform.db import reading, session_factory, unit_of_work
 from nexus.platform.http_client import internal_client
 from nexus.platform.observability import configure_logging

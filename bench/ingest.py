@@ -110,7 +110,7 @@ def wait_ok(url: str, timeout: float = 30) -> None:
 
 def signer() -> tuple[object, bytes]:
     """The bench route's scheme and key, through the product's own signing code."""
-    from nexus.integration.routes import parse_route_file
+    from nexus.integration.routing.routes import parse_route_file
 
     scheme = parse_route_file(ROUTES).routes[0].scheme
     return scheme, scheme.derive_key(SECRET)  # type: ignore[attr-defined]
@@ -409,13 +409,13 @@ class Phase:
 async def count_receipts(url: str) -> int:
     from sqlalchemy import func, select
 
-    from nexus.integration import models as m
+    from nexus.integration.ingress import models as ingress_tables
     from nexus.platform.db import create_engine
 
     engine = create_engine(url, application_name="bench")
     try:
         async with engine.connect() as conn:
-            query = select(func.count()).select_from(m.ingress_receipt)
+            query = select(func.count()).select_from(ingress_tables.ingress_receipt)
             return int((await conn.execute(query)).scalar_one())
     finally:
         await engine.dispose()

@@ -40,12 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration.executor import CommandExecutor
-from nexus.integration.models import work
-from nexus.integration.repository import ReceiptRow, store_receipts
-from nexus.integration.route_service import apply_routes
-from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
-from nexus.integration.routes import parse_route_file
+from nexus.integration.delivery.executor import CommandExecutor
+from nexus.integration.delivery.models import work
+from nexus.integration.ingress.repository import ReceiptRow, store_receipts
+from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine
 from nexus.platform.http_client import internal_client
 from nexus.platform.migrations import upgrade_to_head

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def read_route_file(path: str) -> Any:
     import yaml
 
-    from nexus.integration.routes import RouteFileError, parse_route_file
+    from nexus.integration.routing.routes import RouteFileError, parse_route_file
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -46,7 +46,7 @@ def read_route_file(path: str) -> Any:
 
 
 def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
-    from nexus.integration.route_service import OrgNotConfigured, apply_routes, route_org
+    from nexus.integration.routing.service import OrgNotConfigured, apply_routes, route_org
     from nexus.platform.observability import configure_logging
 
     settings = load_settings()
@@ -84,9 +84,9 @@ def cmd_integration_apply_routes(args: argparse.Namespace) -> int:
 
 
 def cmd_hooks_send(args: argparse.Namespace) -> int:
-    from nexus.integration.route_service import find_route
-    from nexus.integration.routes import RouteDeclaration
-    from nexus.integration.sender import signed_headers
+    from nexus.integration.ingress.sender import signed_headers
+    from nexus.integration.routing.routes import RouteDeclaration
+    from nexus.integration.routing.service import find_route
     from nexus.platform.observability import configure_logging
     from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
 

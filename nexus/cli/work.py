@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def _work_tables(service: LogicalService) -> dict[str, Any]:
     """The work-engine table sets a service keeps, by name."""
     if service is LogicalService.INTEGRATION:
-        from nexus.integration.models import work
+        from nexus.integration.delivery.models import work
 
         return {"integration": work}
     if service is LogicalService.RUNTIME:

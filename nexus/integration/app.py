@@ -18,14 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
-from nexus.integration.admin_endpoints import router as admin_router
-from nexus.integration.catalog_sync import following_catalog
-from nexus.integration.endpoints import HOOKS_PREFIX, HooksEndpoint
-from nexus.integration.ingest import EngineStore, ReceiptStore, ReceiptWriter, SqliteStore
+from nexus.integration.delivery.models import work
+from nexus.integration.ingress.endpoints import HOOKS_PREFIX, HooksEndpoint
+from nexus.integration.ingress.service import IngressService, RouteCache
+from nexus.integration.ingress.writer import EngineStore, ReceiptStore, ReceiptWriter, SqliteStore
 from nexus.integration.loops import IntegrationLoops
-from nexus.integration.models import work
-from nexus.integration.retention import retention_loop
-from nexus.integration.service import IngressService, RouteCache
+from nexus.integration.operations.endpoints import router as admin_router
+from nexus.integration.operations.retention import retention_loop
+from nexus.integration.routing.catalog_sync import following_catalog
 from nexus.platform.db import (
     create_sqlite_sync_engine,
     is_sqlite_file,

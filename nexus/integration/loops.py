@@ -18,9 +18,9 @@ import asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.ops import CheckResult
-from nexus.integration.executor import CommandExecutor
-from nexus.integration.models import work
-from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.integration.delivery.executor import CommandExecutor
+from nexus.integration.delivery.models import work
+from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
 from nexus.platform.http_client import internal_client
 from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger

@@ -20,8 +20,8 @@ import yaml
 from sqlalchemy import create_engine, text
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration.routes import RouteDeclaration
-from nexus.integration.sender import signed_headers
+from nexus.integration.ingress.sender import signed_headers
+from nexus.integration.routing.routes import RouteDeclaration
 from nexus.platform.secrets import ensure_local_secrets, workload_signer, write_webhook_secret
 from nexus.platform.settings import load_settings
 from tests.conftest import Backend

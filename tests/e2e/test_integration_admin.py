@@ -12,8 +12,8 @@ import pytest
 
 from nexus.contracts.roles import LogicalService
 from nexus.identity import admin
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import parse_route_file
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, session_factory
 from tests.conftest import Backend
 from tests.e2e.test_stack import running_stack

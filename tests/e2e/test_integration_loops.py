@@ -28,11 +28,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration.route_service import apply_routes
-from nexus.integration.router import FAILPOINT_BEFORE_COMMIT
-from nexus.integration.routes import parse_route_file
-from nexus.integration.sender import signed_headers
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.sender import signed_headers
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router import FAILPOINT_BEFORE_COMMIT
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, secrets_dir, write_webhook_secret
@@ -180,7 +182,7 @@ def deliveries() -> Iterator[tuple[bytes, dict[str, str]]]:
 
 
 async def test_separate_processes_drain_receipts_into_commands_exactly_once(world: World) -> None:
-    receipts = m.ingress_receipt
+    receipts = ingress_tables.ingress_receipt
     async with role(world, "none", NEXUS_INGRESS_BODY_SNAPSHOT_BYTES="0") as (proc, base):
         await ready(base)
         async with httpx.AsyncClient(base_url=base, timeout=10) as client:
@@ -194,8 +196,8 @@ async def test_separate_processes_drain_receipts_into_commands_exactly_once(worl
     # A loops process that dies inside its first materialization transaction.
     async with role(world, "all", NEXUS_FAILPOINT=FAILPOINT_BEFORE_COMMIT) as (crashed, _):
         assert await wait_exit(crashed, 30) == 137
-    assert await world.count(m.connector_event) == 0
-    assert await world.count(m.work.items) == 0
+    assert await world.count(routing_tables.connector_event) == 0
+    assert await world.count(delivery_tables.work.items) == 0
     assert await world.count(receipts, receipts.c.lease_token.isnot(None)) > 0  # leased
     assert await world.count(receipts, receipts.c.router_status == "received") == DELIVERIES
 
@@ -204,7 +206,7 @@ async def test_separate_processes_drain_receipts_into_commands_exactly_once(worl
         await ready(base)
 
         async def drained() -> bool:
-            items = m.work.items
+            items = delivery_tables.work.items
             return (
                 await world.count(items, items.c.state == "succeeded") == DELIVERIES
                 and await world.count(receipts, receipts.c.router_status == "materialized")
@@ -216,12 +218,12 @@ async def test_separate_processes_drain_receipts_into_commands_exactly_once(worl
         drained_in = time.monotonic() - started
     assert proc.returncode == 0  # SIGTERM: drained and stopped cleanly
 
-    assert await world.count(m.connector_event) == DELIVERIES
-    assert await world.count(m.work.items) == DELIVERIES
-    assert await world.count(m.event_work) == DELIVERIES
+    assert await world.count(routing_tables.connector_event) == DELIVERIES
+    assert await world.count(delivery_tables.work.items) == DELIVERIES
+    assert await world.count(delivery_tables.event_work) == DELIVERIES
     async with reading(world.engine) as conn:
         attempts = {r[0] for r in await conn.execute(select(receipts.c.router_attempts).distinct())}
-        work_ids = {r[0] for r in await conn.execute(select(m.work.items.c.id))}
+        work_ids = {r[0] for r in await conn.execute(select(delivery_tables.work.items.c.id))}
     assert attempts == {2}  # claimed by the crashed process, then by the fresh one
     assert set(world.runtime.accepted) == work_ids  # every command, under its work id
     unauthorized = [c for c in world.runtime.calls if c["headers"].get("x-nexus-workload") is None]

@@ -29,10 +29,10 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as im
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import RouteDeclaration, parse_route_file
-from nexus.integration.sender import signed_headers
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress.sender import signed_headers
+from nexus.integration.routing.routes import RouteDeclaration, parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, write_webhook_secret
@@ -157,14 +157,14 @@ class Stack:
 
     async def work_states(self) -> dict[str, int]:
         """Integration WorkItems by state."""
-        items = im.work.items
+        items = delivery_tables.work.items
         async with reading(self.integration) as conn:
             rows = await conn.execute(select(items.c.state, func.count()).group_by(items.c.state))
             return {r[0]: int(r[1]) for r in rows}
 
     async def retrying(self) -> int:
         """Integration WorkItems waiting for another attempt after a failed one."""
-        items = im.work.items
+        items = delivery_tables.work.items
         async with reading(self.integration) as conn:
             query = select(func.count()).where(
                 items.c.state == "pending", items.c.attempt > 0, items.c.last_error.isnot(None)
@@ -274,7 +274,7 @@ async def test_runtime_down_for_30_seconds_loses_and_doubles_nothing(stack: Stac
     assert during.get("succeeded", 0) == 0
     assert during.get("dead", 0) == 0, during
     assert await stack.records("down-") == {}
-    items = im.work.items
+    items = delivery_tables.work.items
     async with reading(stack.integration) as conn:
         attempts = (await conn.execute(select(func.min(items.c.attempt)))).scalar_one()
     assert attempts >= 3  # retried throughout the outage, not parked after one failure

@@ -12,9 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration.route_service import apply_catalog_routes, apply_routes
-from nexus.integration.routes import parse_route_file
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_catalog_routes, apply_routes
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from tests.conftest import Backend
@@ -45,7 +45,7 @@ async def engine(backend: Backend) -> AsyncIterator[AsyncEngine]:
 
 
 async def stored(engine: AsyncEngine) -> dict[str, tuple[bool, str | None, int]]:
-    t = m.route
+    t = routing_tables.route
     async with engine.connect() as conn:
         rows = await conn.execute(
             select(t.c.connector, t.c.route_key, t.c.active, t.c.owner, t.c.version).where(

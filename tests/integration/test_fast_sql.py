@@ -25,8 +25,9 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.integration import routing_repository
-from nexus.integration.models import work
+from nexus.integration.delivery.models import work
+from nexus.integration.routing import router_repository as routing_repository
+from nexus.integration.routing.models import connector_event
 from nexus.platform import fast_sql
 from nexus.platform.db import create_engine, db_now_ms, insert_ignore, upsert
 from nexus.platform.workqueue.store import ITEM_COLUMNS, WorkStore
@@ -150,7 +151,7 @@ def _hot_statements() -> list[tuple[str, Any, dict[str, Any]]]:
     parameters as their callers give them."""
 
     store = WorkStore(work, owner="o")
-    event = {c.name: f"v-{c.name}" for c in routing_repository.m.connector_event.c}
+    event = {c.name: f"v-{c.name}" for c in connector_event.c}
     link = {
         "org_id": "o",
         "event_id": "e",

@@ -16,8 +16,8 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration.bodies import BODIES, _discard, keep_body, read_body, sweep_orphans
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.bodies import BODIES, _discard, keep_body, read_body, sweep_orphans
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from tests.conftest import Backend
@@ -51,7 +51,7 @@ async def receipt_with(engine: AsyncEngine, ref: str) -> str:
     routed = await route_delivery(
         engine, org_id=ORG, connector="bodies", route="contacts", route_version=1
     )
-    rc = m.ingress_receipt
+    rc = ingress_tables.ingress_receipt
     async with engine.begin() as conn:
         await conn.execute(
             update(rc)
@@ -84,7 +84,7 @@ async def test_a_body_goes_once_its_last_receipt_is_gone(
     body = b"shared " * 100  # two deliveries with the same content share one file
     ref, path = kept(tmp_path, body, age_s=2 * HOUR)
     first, second = await receipt_with(engine, ref), await receipt_with(engine, ref)
-    rc = m.ingress_receipt
+    rc = ingress_tables.ingress_receipt
     async with engine.begin() as conn:
         await conn.execute(rc.delete().where(rc.c.receipt_id == first))
     assert await sweep_orphans(engine, tmp_path) == 0

@@ -17,12 +17,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration.ingest import SqliteStore
-from nexus.integration.repository import ReceiptRow, Stored, store_receipts
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import parse_route_file
-from nexus.integration.service import RouteCache
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.repository import ReceiptRow, Stored, store_receipts
+from nexus.integration.ingress.service import RouteCache
+from nexus.integration.ingress.writer import SqliteStore
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, create_sqlite_sync_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
@@ -91,7 +91,7 @@ BATCHES = [
 
 
 async def stored_rows(engine: AsyncEngine) -> list[tuple[Any, ...]]:
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     skip = {"received_at_ms", "last_delivery_at_ms", "next_attempt_at_ms"}
     columns = [c for c in t.c if c.name not in skip]
     async with engine.connect() as conn:
@@ -120,7 +120,7 @@ async def test_the_raw_sqlite3_transaction_stores_what_store_receipts_stores(
     direct_rows, reference_rows = await stored_rows(direct_db), await stored_rows(reference_db)
     assert direct_rows == reference_rows
     assert len(direct_rows) == 4 + 1200
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     async with direct_db.connect() as conn:
         found = await conn.execute(select(t.c.receipt_id, t.c.deliveries).where(t.c.deliveries > 1))
         counts = {str(r.receipt_id): int(r.deliveries) for r in found}

@@ -16,11 +16,14 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration import operations as ops
-from nexus.integration.retention import DAY_MS, prune_once
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import parse_route_file
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.operations import models as operations_tables
+from nexus.integration.operations import service as ops
+from nexus.integration.operations.retention import DAY_MS, prune_once
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import DEAD, PENDING, SUCCEEDED, SUCCESS, Claimed, WorkStore
@@ -77,7 +80,7 @@ class World:
         )
 
     async def item(self, work_id: str) -> dict[str, Any] | None:
-        items = m.work.items
+        items = delivery_tables.work.items
         async with reading(self.engine) as conn:
             row = (await conn.execute(select(items).where(items.c.id == work_id))).mappings()
             found = row.first()
@@ -91,7 +94,7 @@ class World:
             return int((await conn.execute(query)).scalar_one())
 
     async def audits(self, target: str) -> list[tuple[str, str, str, str | None]]:
-        a = m.operator_audit
+        a = operations_tables.operator_audit
         async with reading(self.engine) as conn:
             rows = await conn.execute(
                 select(a.c.actor, a.c.action, a.c.outcome, a.c.reason)
@@ -102,7 +105,7 @@ class World:
 
     async def age(self, work_ids: list[str], receipts: list[str], *, ago_ms: int) -> None:
         """Move items' finish and receipts' arrival into the past, by the database clock."""
-        items, rc = m.work.items, m.ingress_receipt
+        items, rc = delivery_tables.work.items, ingress_tables.ingress_receipt
         then = db_now_ms() - ago_ms
         async with self.engine.begin() as conn:
             await conn.execute(
@@ -176,7 +179,10 @@ async def test_a_replayed_dead_item_runs_again_and_succeeds_and_is_audited(
         ran.append(claimed.attempt)
 
     worker = Worker(
-        world.engine, WorkStore(m.work, owner=EXECUTOR), handler, WorkerSettings(idle_poll_ms=10)
+        world.engine,
+        WorkStore(delivery_tables.work, owner=EXECUTOR),
+        handler,
+        WorkerSettings(idle_poll_ms=10),
     )
     task = asyncio.create_task(worker.run())
     try:
@@ -240,7 +246,7 @@ async def test_replay_fails_closed_when_the_route_is_gone_inactive_or_its_pack_u
         operator=ADMIN,
         work_ids=[gone.work_id, paused.work_id, foreign.work_id, "no-such-item"],
     )
-    codes = {d.work_id: d.code for d in report.decisions}
+    codes = {d.target: d.code for d in report.decisions}
     assert codes == {
         gone.work_id: "ROUTE_NOT_FOUND",
         paused.work_id: "ROUTE_INACTIVE",
@@ -289,17 +295,17 @@ async def test_replay_since_t_picks_exactly_the_items_parked_after_t(world: Worl
         now = int((await conn.execute(db_now_ms().select())).scalar_one())
     query = ops.DeadLetterQuery(pack=pack, since_ms=now - 3 * HOUR_MS + 60_000)
     report = await ops.replay_since(world.engine, operator=ADMIN, query=query, max_items=1)
-    assert [d.work_id for d in report.decisions] == [routed[3].work_id]  # the 2h one
+    assert [d.target for d in report.decisions] == [routed[3].work_id]  # the 2h one
     assert report.next_cursor is not None  # stopped at max_items: go on from here
     query = ops.DeadLetterQuery(
         pack=pack, since_ms=query.since_ms, cursor=report.next_cursor, until_ms=now
     )
     report = await ops.replay_since(world.engine, operator=ADMIN, query=query)
-    assert [d.work_id for d in report.decisions] == [routed[4].work_id]
+    assert [d.target for d in report.decisions] == [routed[4].work_id]
     assert report.next_cursor is None
     states = [(await world.item(r.work_id) or {})["state"] for r in routed]
     assert states == [DEAD, DEAD, DEAD, PENDING, PENDING]
-    a = m.operator_audit
+    a = operations_tables.operator_audit
     async with reading(world.engine) as conn:
         summaries = list(
             await conn.execute(
@@ -320,8 +326,8 @@ async def test_purge_deletes_a_dead_item_with_its_event_and_receipt(world: World
     report = await ops.purge_items(world.engine, operator=ADMIN, work_ids=[routed.work_id])
     assert report.decisions == [ops.Decision(routed.work_id, ops.PURGED)]
     assert await world.item(routed.work_id) is None
-    assert await world.count(m.connector_event, event_id=routed.event_id) == 0
-    assert await world.count(m.ingress_receipt, receipt_id=routed.receipt_id) == 0
+    assert await world.count(routing_tables.connector_event, event_id=routed.event_id) == 0
+    assert await world.count(ingress_tables.ingress_receipt, receipt_id=routed.receipt_id) == 0
     assert await world.audits(routed.work_id) == [(ADMIN.user_id, "purge", "purged", None)]
 
 
@@ -333,7 +339,7 @@ async def test_retention_prunes_old_successes_and_keeps_dead_items_with_their_co
     await world.apply(route(connector))
     old_ok, new_ok, old_dead = [await world.deliver(connector) for _ in range(3)]
     await execute(world.engine, pack, SUCCESS)  # all three succeed ...
-    items = m.work.items
+    items = delivery_tables.work.items
     async with world.engine.begin() as conn:  # ... except one, which died
         await conn.execute(update(items).where(items.c.id == old_dead.work_id).values(state=DEAD))
     await world.age(
@@ -344,14 +350,14 @@ async def test_retention_prunes_old_successes_and_keeps_dead_items_with_their_co
     pruned = await prune_once(world.engine, retention_ms=7 * DAY_MS, batch=1)
     assert (pruned.work_items, pruned.receipts) == (1, 1)
     assert await world.item(old_ok.work_id) is None
-    assert await world.count(m.connector_event, event_id=old_ok.event_id) == 0
-    assert await world.count(m.ingress_receipt, receipt_id=old_ok.receipt_id) == 0
-    assert await world.count(m.event_work, work_id=old_ok.work_id) == 0
+    assert await world.count(routing_tables.connector_event, event_id=old_ok.event_id) == 0
+    assert await world.count(ingress_tables.ingress_receipt, receipt_id=old_ok.receipt_id) == 0
+    assert await world.count(delivery_tables.event_work, work_id=old_ok.work_id) == 0
     assert (await world.item(new_ok.work_id) or {})["state"] == SUCCEEDED  # too young
-    assert await world.count(m.ingress_receipt, receipt_id=new_ok.receipt_id) == 1
+    assert await world.count(ingress_tables.ingress_receipt, receipt_id=new_ok.receipt_id) == 1
     assert (await world.item(old_dead.work_id) or {})["state"] == DEAD  # kept, with context
-    assert await world.count(m.connector_event, event_id=old_dead.event_id) == 1
-    assert await world.count(m.ingress_receipt, receipt_id=old_dead.receipt_id) == 1
+    assert await world.count(routing_tables.connector_event, event_id=old_dead.event_id) == 1
+    assert await world.count(ingress_tables.ingress_receipt, receipt_id=old_dead.receipt_id) == 1
     again = await prune_once(world.engine, retention_ms=7 * DAY_MS, batch=500)
     assert (again.work_items, again.receipts) == (0, 0)
 

@@ -20,11 +20,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
 from nexus.integration.app import create_app
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import parse_route_file
-from nexus.integration.sender import signed_headers
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress.sender import signed_headers
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, secrets_dir, write_webhook_secret
@@ -78,7 +78,7 @@ class Pipeline:
 
     async def items(self) -> dict[str, dict[str, Any]]:
         """WorkItems by the external id of their command."""
-        items = m.work.items
+        items = delivery_tables.work.items
         async with reading(self.engine) as conn:
             rows = (await conn.execute(select(items))).mappings()
             return {json.loads(r["payload"])["command"]["external_id"]: dict(r) for r in rows}

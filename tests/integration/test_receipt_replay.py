@@ -19,16 +19,25 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration import operations as ops
-from nexus.integration import receipt_replay as rr
-from nexus.integration.failed_receipts_repository import FailedReceiptsRepository
-from nexus.integration.operations import REFUSED, REPLAYED, Operator, Report
-from nexus.integration.repository import store_receipts
-from nexus.integration.reroute import NOT_DEAD, NOT_REFUSED, REPLAYABLE, REROUTED, reroute_items
-from nexus.integration.route_service import apply_routes
-from nexus.integration.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
-from nexus.integration.routes import parse_route_file
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.repository import store_receipts
+from nexus.integration.operations import models as operations_tables
+from nexus.integration.operations import receipts as rr
+from nexus.integration.operations import service as ops
+from nexus.integration.operations.receipts_repository import FailedReceiptsRepository
+from nexus.integration.operations.reroute import (
+    NOT_DEAD,
+    NOT_REFUSED,
+    REPLAYABLE,
+    REROUTED,
+    reroute_items,
+)
+from nexus.integration.operations.service import REFUSED, REPLAYED, Operator, Report
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, db_now_ms, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import DEAD, TERMINAL, Outcome, WorkStore
@@ -112,13 +121,13 @@ class World:
         return receipt_id
 
     async def receipt(self, receipt_id: str) -> dict[str, Any]:
-        t = m.ingress_receipt
+        t = ingress_tables.ingress_receipt
         async with reading(self.engine) as conn:
             rows = await conn.execute(select(t).where(t.c.receipt_id == receipt_id))
             return dict(rows.mappings().one())
 
     async def events(self, receipt_id: str) -> list[dict[str, Any]]:
-        e, links = m.connector_event, m.event_work
+        e, links = routing_tables.connector_event, delivery_tables.event_work
         async with reading(self.engine) as conn:
             rows = await conn.execute(
                 select(e, links.c.work_id)
@@ -128,7 +137,7 @@ class World:
             return [dict(r) for r in rows.mappings()]
 
     async def audits(self, target: str) -> list[tuple[str, str, str, str | None]]:
-        a = m.operator_audit
+        a = operations_tables.operator_audit
         async with reading(self.engine) as conn:
             rows = await conn.execute(
                 select(a.c.actor, a.c.action, a.c.outcome, a.c.reason)
@@ -176,7 +185,7 @@ async def test_a_failed_delivery_is_listed_then_routed_with_the_fixed_route(worl
     report = await rr.replay_receipts(
         world.engine, operator=ADMIN, var_dir=world.var_dir, receipt_ids=[receipt_id]
     )
-    assert report.decisions == [rr.ReceiptDecision(receipt_id, REPLAYED)]
+    assert report.decisions == [ops.Decision(receipt_id, REPLAYED)]
     receipt = await world.receipt(receipt_id)
     assert (receipt["router_status"], receipt["router_attempts"], receipt["error"]) == (
         "received",
@@ -198,7 +207,7 @@ async def test_a_second_replay_is_refused_and_two_racing_replays_have_one_winner
     connector = world.connector()
     receipt_id = await world.failed(connector)
 
-    async def replay() -> rr.ReceiptReport:
+    async def replay() -> Report:
         return await rr.replay_receipts(
             world.engine, operator=ADMIN, var_dir=world.var_dir, receipt_ids=[receipt_id]
         )
@@ -291,7 +300,7 @@ async def test_replay_since_takes_every_failure_of_the_window_once(world: World)
     )
     assert report.count(REPLAYED) + rest.count(REPLAYED) == 3
     assert rest.next_cursor is None
-    assert {d.receipt_id for d in report.decisions + rest.decisions} == set(ids)
+    assert {d.target for d in report.decisions + rest.decisions} == set(ids)
     await world.route_all()
     for receipt_id in ids:
         assert (await world.receipt(receipt_id))["router_status"] == "materialized"
@@ -302,7 +311,7 @@ async def test_replay_since_takes_every_failure_of_the_window_once(world: World)
 
 async def park(world: World, connector: str, outcome: Outcome) -> list[str]:
     """Claim the route's items as the executor does and record `outcome` for each."""
-    store, pack = WorkStore(m.work, owner=EXECUTOR_OWNER), f"routes:{connector}"
+    store, pack = WorkStore(delivery_tables.work, owner=EXECUTOR_OWNER), f"routes:{connector}"
     async with world.engine.begin() as conn:
         epoch = (await store.admitted_families(conn))[pack]
         claimed = await store.claim(conn, pack, "people", epoch, 500)
@@ -334,7 +343,7 @@ async def test_a_dead_item_refused_by_runtime_is_rerouted_from_its_receipt(world
     new = events[f"{receipt_id}-1"]
     assert (new["route_version"], new["ordinal"]) == (2, 1)
     assert json.loads(new["command"])["fields"]["LastName"] == "Noether"
-    items = m.work.items
+    items = delivery_tables.work.items
     async with reading(world.engine) as conn:
         found = await conn.execute(
             select(items.c.id, items.c.state).where(items.c.id.in_([dead, new["work_id"]]))
@@ -362,7 +371,7 @@ async def test_reroute_is_refused_unless_runtime_definitely_refused_and_the_rout
     await world.route_all()
     timed_out, refused = await park(world, connector, REFUSED_BY_RUNTIME)
     async with world.engine.begin() as conn:  # its last attempt timed out: outcome unknown
-        items = m.work.items
+        items = delivery_tables.work.items
         await conn.execute(
             update(items).where(items.c.id == timed_out).values(failure_class="retryable")
         )

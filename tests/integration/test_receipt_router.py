@@ -17,18 +17,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.commands import AcceptCommandRequest
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
-from nexus.integration.mapping import SOURCE_KIND
-from nexus.integration.repository import store_receipts
-from nexus.integration.route_service import apply_routes
-from nexus.integration.router import (
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.repository import store_receipts
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.mapping import SOURCE_KIND
+from nexus.integration.routing.router import (
     EXECUTOR_OWNER,
     ReceiptRouter,
     RouterSettings,
     installed_pack_id,
     work_id,
 )
-from nexus.integration.routes import RouteFile, parse_route_file
+from nexus.integration.routing.routes import RouteFile, parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import Claimed, WorkStore
@@ -141,13 +143,13 @@ class Stack:
             pass
 
     async def receipt(self, receipt_id: str) -> dict[str, Any]:
-        t = m.ingress_receipt
+        t = ingress_tables.ingress_receipt
         async with reading(self.engine) as conn:
             row = (await conn.execute(select(t).where(t.c.receipt_id == receipt_id))).mappings()
             return dict(row.one())
 
     async def events(self, receipt_ids: list[str]) -> list[dict[str, Any]]:
-        t = m.connector_event
+        t = routing_tables.connector_event
         async with reading(self.engine) as conn:
             rows = await conn.execute(
                 select(t).where(t.c.receipt_id.in_(receipt_ids)).order_by(t.c.delivery_seq)
@@ -155,7 +157,7 @@ class Stack:
             return [dict(r) for r in rows.mappings()]
 
     async def work_for(self, event_ids: list[str]) -> list[dict[str, Any]]:
-        items, links = m.work.items, m.event_work
+        items, links = delivery_tables.work.items, delivery_tables.event_work
         async with reading(self.engine) as conn:
             rows = await conn.execute(
                 select(items, links.c.event_id)
@@ -228,9 +230,16 @@ async def test_receipts_become_events_and_work_items_exactly_once(stack: Stack) 
 
     # Run again: nothing is due; then pretend the materialized marks were lost (a re-run of
     # the same receipts, as after a crash): still one event and one WorkItem per receipt.
-    before = [await stack.count(t) for t in (m.connector_event, m.work.items, m.event_work)]
+    before = [
+        await stack.count(t)
+        for t in (
+            routing_tables.connector_event,
+            delivery_tables.work.items,
+            delivery_tables.event_work,
+        )
+    ]
     assert await router.step() == 0
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     async with stack.engine.begin() as conn:
         await conn.execute(
             update(t)
@@ -238,12 +247,19 @@ async def test_receipts_become_events_and_work_items_exactly_once(stack: Stack) 
             .values(router_status="received", next_attempt_at_ms=0, lease_token=None)
         )
     await stack.drain(stack.router())
-    after = [await stack.count(t) for t in (m.connector_event, m.work.items, m.event_work)]
+    after = [
+        await stack.count(t)
+        for t in (
+            routing_tables.connector_event,
+            delivery_tables.work.items,
+            delivery_tables.event_work,
+        )
+    ]
     assert after == before
     for receipt_id in ids:
         assert (await stack.receipt(receipt_id))["router_status"] == "materialized"
     async with reading(stack.engine) as conn:
-        family = m.work.families
+        family = delivery_tables.work.families
         owner = (
             await conn.execute(select(family.c.owner).where(family.c.family == "routes:demo"))
         ).scalar_one()
@@ -324,7 +340,7 @@ async def test_a_transient_failure_retries_with_backoff_then_fails(stack: Stack)
     assert row["next_attempt_at_ms"] > row["received_at_ms"]  # backoff, from the db clock
     assert await router.step() == 0  # not due yet
 
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     async with stack.engine.begin() as conn:
         await conn.execute(
             update(t).where(t.c.receipt_id == receipt_id).values(next_attempt_at_ms=0)
@@ -368,14 +384,14 @@ async def test_a_stale_router_cannot_record_after_its_lease_expired(stack: Stack
 async def test_a_row_the_database_refuses_does_not_hold_back_its_batch(stack: Stack) -> None:
     ids = [await stack.receive(contact(n, source="poison")) for n in range(4)]
     async with reading(stack.engine) as conn:
-        t = m.ingress_receipt
+        t = ingress_tables.ingress_receipt
         received = (
             await conn.execute(select(t.c.received_at_ms).where(t.c.receipt_id == ids[2]))
         ).scalar_one()
     # A WorkItem already holds the id the router will derive for the third receipt (without
     # its event link): inserting it again violates the primary key.
     clash = work_id(ORG, received, f"{ids[2]}-0")
-    items = m.work.items
+    items = delivery_tables.work.items
     async with stack.engine.begin() as conn:
         await conn.execute(
             items.insert().values(
@@ -415,7 +431,9 @@ async def test_the_executor_claims_new_work_items_in_the_routers_transaction(
         ran.append(item.id)
 
     settings = WorkerSettings(idle_poll_ms=60_000, queue_refresh_ms=0)
-    worker = Worker(stack.engine, WorkStore(m.work, owner=EXECUTOR_OWNER), handler, settings)
+    worker = Worker(
+        stack.engine, WorkStore(delivery_tables.work, owner=EXECUTOR_OWNER), handler, settings
+    )
     router = stack.router()
     router.executor = worker
     task = asyncio.create_task(worker.run())

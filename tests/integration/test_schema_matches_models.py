@@ -10,7 +10,7 @@ from sqlalchemy import MetaData
 from nexus.catalog.models import metadata as catalog_metadata
 from nexus.contracts.roles import LogicalService
 from nexus.identity.models import metadata as identity_metadata
-from nexus.integration.models import metadata as integration_metadata
+from nexus.integration.tables import all_tables as integration_tables
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head, version_table
 from nexus.runtime.tables import all_tables
@@ -65,7 +65,7 @@ async def test_runtime_migrations_match_the_models(backend: Backend) -> None:
 
 async def test_integration_migrations_match_the_models(backend: Backend) -> None:
     url = backend.url(LogicalService.INTEGRATION)
-    assert await _differences(url, LogicalService.INTEGRATION, integration_metadata) == []
+    assert await _differences(url, LogicalService.INTEGRATION, integration_tables()) == []
 
 
 async def test_catalog_migrations_match_the_models(backend: Backend) -> None:

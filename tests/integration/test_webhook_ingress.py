@@ -22,12 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.gateway.app import create_app as gateway_app
-from nexus.integration import models as m
 from nexus.integration.app import create_app
-from nexus.integration.repository import ReceiptRow, store_receipts
-from nexus.integration.route_service import apply_routes
-from nexus.integration.routes import parse_route_file
-from nexus.integration.sender import signed_headers
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.repository import ReceiptRow, store_receipts
+from nexus.integration.ingress.sender import signed_headers
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.routes import parse_route_file
+from nexus.integration.routing.service import apply_routes
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
@@ -122,7 +123,7 @@ def signed(
 
 
 async def receipts(engine: AsyncEngine, **where: str) -> list[Any]:
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     query = select(t).where(*(t.c[k] == v for k, v in where.items()))
     async with engine.connect() as conn:
         return list((await conn.execute(query)).mappings())
@@ -288,7 +289,7 @@ async def test_concurrent_deliveries_share_transactions(ingress: Ingress) -> Non
         )
     assert [r.status_code for r in replies] == [200] * 50
     assert len({r.json()["receipt_id"] for r in replies}) == 50
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     async with ingress.engine.connect() as conn:
         stored = (
             await conn.execute(
@@ -320,7 +321,7 @@ async def test_when_the_database_fails_no_delivery_is_acknowledged(
     renamed = "integration_ingress_receipt_away"
     sql = "ALTER TABLE {} RENAME TO {}"
     async with ingress.engine.begin() as conn:
-        await conn.execute(text(sql.format(m.ingress_receipt.name, renamed)))
+        await conn.execute(text(sql.format(ingress_tables.ingress_receipt.name, renamed)))
     try:
         bodies = [contact_event(f"down-{n}") for n in range(10)]
         async with httpx.AsyncClient(base_url=ingress.url, timeout=10) as client:
@@ -338,7 +339,7 @@ async def test_when_the_database_fails_no_delivery_is_acknowledged(
         assert {r.json()["code"] for r in replies} == {"SERVICE_UNAVAILABLE"}
     finally:
         async with ingress.engine.begin() as conn:
-            await conn.execute(text(sql.format(renamed, m.ingress_receipt.name)))
+            await conn.execute(text(sql.format(renamed, ingress_tables.ingress_receipt.name)))
     body = contact_event("after")
     reply = await post(ingress, "/hooks/demo/contacts", body, signed(body, delivery_id="after"))
     assert reply.status_code == 200  # recovers without a restart
@@ -402,7 +403,7 @@ async def test_route_versions_grow_only_when_a_route_changes(ingress: Ingress) -
     changed["routes"][1]["max_body_bytes"] = 2048
     again = await apply_routes(ingress.engine, org_id=ORG, route_file=parse_route_file(changed))
     assert [(r.version, r.changed) for r in again] == [(1, False), (2, True)]
-    t = m.route
+    t = routing_tables.route
     async with ingress.engine.connect() as conn:
         bodies = (await conn.execute(select(t.c.body))).scalars().all()
     assert all(SECRET not in b and PLAIN_SECRET not in b for b in bodies)
@@ -445,7 +446,7 @@ async def test_a_batch_larger_than_one_statement_is_stored_once(ingress: Ingress
         (rows[7].receipt_id, True),
         (rows[2499].receipt_id, True),
     ]
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     async with ingress.engine.connect() as conn:
         counted = await conn.execute(
             select(t.c.provider_delivery_id, t.c.deliveries, t.c.received_at_ms).where(

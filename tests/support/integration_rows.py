@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration import models as m
-from nexus.integration.repository import ReceiptRow, store_receipts
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.ingress.repository import ReceiptRow, store_receipts
+from nexus.integration.routing import models as routing_tables
 from nexus.platform.db import db_now_ms
 from nexus.platform.workqueue.store import (
     DEAD,
@@ -83,12 +85,12 @@ async def route_delivery(
             ],
         )
         await conn.execute(
-            update(m.ingress_receipt)
-            .where(m.ingress_receipt.c.receipt_id == receipt_id)
+            update(ingress_tables.ingress_receipt)
+            .where(ingress_tables.ingress_receipt.c.receipt_id == receipt_id)
             .values(router_status="materialized", materialized_event_ids=json.dumps([event_id]))
         )
         await conn.execute(
-            m.connector_event.insert().values(
+            routing_tables.connector_event.insert().values(
                 org_id=org_id,
                 event_id=event_id,
                 receipt_id=receipt_id,
@@ -110,14 +112,14 @@ async def route_delivery(
                 created_at_ms=db_now_ms(),
             )
         )
-        store = WorkStore(m.work, owner=EXECUTOR)
+        store = WorkStore(delivery_tables.work, owner=EXECUTOR)
         await store.ensure_queue(conn, pack, queue_class, policy=policy)
         await store.enqueue(
             conn,
             [NewItem(pack, queue_class, json.dumps({"event_id": event_id}), work_id, lane_key)],
         )
         await conn.execute(
-            m.event_work.insert().values(
+            delivery_tables.event_work.insert().values(
                 org_id=org_id,
                 event_id=event_id,
                 work_type="command",
@@ -132,7 +134,7 @@ async def execute(
     engine: AsyncEngine, pack: str, outcome: Outcome, queue_class: str = "default"
 ) -> list[str]:
     """Claim every claimable item of `pack` now and record `outcome` for each."""
-    store = WorkStore(m.work, owner=EXECUTOR)
+    store = WorkStore(delivery_tables.work, owner=EXECUTOR)
     async with engine.begin() as conn:
         epoch = (await store.admitted_families(conn))[pack]
         claimed = await store.claim(conn, pack, queue_class, epoch, 500)

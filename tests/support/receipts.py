@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from nexus.integration.repository import ReceiptRow
+from nexus.integration.ingress.repository import ReceiptRow
 
 
 def receipt_row(

@@ -17,7 +17,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
-from nexus.integration.executor import CommandExecutor
+from nexus.integration.delivery.executor import CommandExecutor
 from nexus.platform.http_client import internal_client
 from nexus.platform.workload import DEADLINE_HEADER, WORKLOAD_HEADER, WorkloadSigner
 from nexus.platform.workqueue.store import Claimed

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nexus.integration.routes import RouteFileError, parse_route_file, resolve_pointer
+from nexus.integration.routing.routes import RouteFileError, parse_route_file, resolve_pointer
 
 BASE: dict[str, Any] = {
     "connector": "crm-demo",

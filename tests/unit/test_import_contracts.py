@@ -70,6 +70,21 @@ def test_an_unmodified_copy_keeps_every_contract(tmp_path: Path) -> None:
             "each area is layered",
         ),
         ("identity/models.py", "import nexusprobe.identity.service", "each area is layered"),
+        (
+            "integration/operations/models.py",
+            "import nexusprobe.integration.operations.service",
+            "each area is layered",
+        ),
+        (
+            "integration/routing/leak.py",
+            "import nexusprobe.integration.operations.service",
+            "integration operates on its pipeline",
+        ),
+        (
+            "integration/delivery/leak.py",
+            "import nexusprobe.integration.ingress.bodies",
+            "integration delivery knows no other integration area",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_the_build(

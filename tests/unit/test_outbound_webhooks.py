@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from nexus.integration.signatures import StandardWebhooksScheme, WebhookRequest, verify
+from nexus.integration.ingress.signatures import StandardWebhooksScheme, WebhookRequest, verify
 from nexus.platform.standard_webhooks import derive_key
 from nexus.platform.workqueue.worker import Retryable, Terminal
 from nexus.runtime.outbox.delivery import send

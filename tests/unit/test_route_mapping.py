@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
-from nexus.integration.mapping import (
+from nexus.integration.routing.mapping import (
     SOURCE_KIND,
     MappingFailed,
     fit,
@@ -16,8 +16,8 @@ from nexus.integration.mapping import (
     needs_document,
     parse_json,
 )
-from nexus.integration.router import command_payload
-from nexus.integration.routes import RouteDeclaration, RouteFileError, parse_route_file
+from nexus.integration.routing.router import command_payload
+from nexus.integration.routing.routes import RouteDeclaration, RouteFileError, parse_route_file
 
 ROUTE: dict[str, Any] = {
     "connector": "crm-demo",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nexus.integration.signatures import (
+from nexus.integration.ingress.signatures import (
     SCHEMES,
     AnyScheme,
     GitHubScheme,

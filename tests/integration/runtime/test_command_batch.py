@@ -29,7 +29,7 @@ from nexus.contracts.commands import (
     AcceptCommandRequest,
     RecordCommand,
 )
-from nexus.integration.executor import CommandExecutor
+from nexus.integration.delivery.executor import CommandExecutor
 from nexus.platform.db import reading, session_factory
 from nexus.platform.http_client import internal_client
 from nexus.platform.secrets import workload_signer

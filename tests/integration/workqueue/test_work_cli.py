@@ -15,7 +15,7 @@ import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.integration import models as m
+from nexus.integration.delivery import models as delivery_tables
 from nexus.platform.db import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import SUCCESS, NewItem, WorkStore
@@ -53,7 +53,7 @@ async def test_transfer_lists_the_blocking_items_then_succeeds_once_they_finish(
     database: tuple[AsyncEngine, dict[str, str]],
 ) -> None:
     engine, env = database
-    old = WorkStore(m.work, owner="integration-a")
+    old = WorkStore(delivery_tables.work, owner="integration-a")
     async with engine.begin() as conn:
         await old.ensure_queue(conn, "routes:shop", "default")
         await old.enqueue(conn, [NewItem("routes:shop", "default", "{}") for _ in range(3)])

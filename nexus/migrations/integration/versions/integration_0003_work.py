@@ -14,14 +14,23 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from nexus.integration import models as m
+from nexus.integration.delivery import models as delivery_tables
+
+from nexus.integration.operations import models as operations_tables
+
+from nexus.integration.routing import models as routing_tables
 
 revision: str = "integration_0003"
 down_revision: str | None = "integration_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLES = (m.connector_event, *m.work.all, m.event_work, m.operator_audit)
+TABLES = (
+    routing_tables.connector_event,
+    *delivery_tables.work.all,
+    delivery_tables.event_work,
+    operations_tables.operator_audit,
+)
 
 
 def upgrade() -> None:

@@ -27,8 +27,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration import models as m
-from nexus.integration.operations_repository import OperationsRepository, RouteState
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.operations.repository import OperationsRepository, RouteState
 from nexus.platform import fast_sql
 from nexus.platform.db import reading
 from nexus.platform.workqueue import operate
@@ -83,8 +83,11 @@ class DeadLetterQuery:
 
 @dataclass(frozen=True)
 class Decision:
-    work_id: str
-    outcome: str  # replayed | skipped | purged | refused
+    """What one operator action did to one target: a WorkItem (replay, skip, purge, reroute)
+    or a failed receipt (replay). `target` is the id the operator named, as audited."""
+
+    target: str  # a work id, or a receipt id
+    outcome: str  # replayed | skipped | purged | rerouted | refused
     code: str | None = None
     reason: str | None = None
 
@@ -132,7 +135,7 @@ async def queue_counts(engine: AsyncEngine) -> list[QueueCount]:
     """Depth per pack, queue class and open state (queues are the deployment's, not an
     org's), from indexed counts."""
     async with reading(engine) as conn:
-        return (await queue_stats(conn, m.work)).counts
+        return (await queue_stats(conn, delivery_tables.work)).counts
 
 
 async def audit_log(
@@ -209,7 +212,7 @@ async def _replay_rows(
             compatible.append(work_id)
         else:
             decisions.append(Decision(work_id, REFUSED, *why))
-    done = await operate.replay(repo.conn, m.work, compatible)
+    done = await operate.replay(repo.conn, delivery_tables.work, compatible)
     decisions += [Decision(i, REPLAYED) for i in done.done]
     decisions += [
         Decision(r.id, REFUSED, r.reason, _ENGINE_REASONS[r.reason]) for r in done.refused
@@ -292,7 +295,7 @@ async def skip_head(engine: AsyncEngine, *, operator: Operator, work_id: str) ->
                 work_id, REFUSED, operate.NOT_FOUND, _ENGINE_REASONS[operate.NOT_FOUND]
             )
         else:
-            done = await operate.skip_head(conn, m.work, work_id)
+            done = await operate.skip_head(conn, delivery_tables.work, work_id)
             decision = (
                 Decision(work_id, SKIPPED)
                 if done.done
@@ -322,7 +325,7 @@ async def purge_items(
             for i in wanted
             if i not in rows
         ]
-        done = await work_retention.purge(conn, m.work, list(rows))
+        done = await work_retention.purge(conn, delivery_tables.work, list(rows))
         links = await repo.forget_work(work_ids=done.done)
         receipts = await repo.receipts_of(org_id=operator.org_id, event_ids=[e for _, e in links])
         await repo.prune_receipts(org_id=operator.org_id, receipt_ids=receipts)
@@ -343,7 +346,7 @@ async def _audit(
         entries=[
             (
                 action,
-                d.work_id,
+                d.target,
                 d.outcome,
                 None if d.code is None else f"{d.code}: {d.reason}",
             )

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.catalog import Snapshot
 from nexus.contracts.roles import Role
-from nexus.integration.route_service import apply_catalog_routes
+from nexus.integration.routing.service import apply_catalog_routes
 from nexus.platform.catalog_follower import CATALOG_AUDIENCE, SnapshotFollower, following
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import workload_signer

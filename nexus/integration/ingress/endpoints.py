@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from nexus.contracts.errors import NexusError
-from nexus.integration.service import Delivery
+from nexus.integration.ingress.service import Delivery
 from nexus.platform.http import RequestContextMiddleware
 from nexus.platform.json_text import compact_json
 

@@ -29,15 +29,24 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from nexus.integration import models as m
-from nexus.integration import reroute_repository as repo
-from nexus.integration.bodies import read_body
-from nexus.integration.mapping import MappingFailed
-from nexus.integration.operations import REFUSED, Decision, Operator, Report, refusal
-from nexus.integration.operations_repository import OperationsRepository
-from nexus.integration.router import EXECUTOR_OWNER, RouterSettings, enqueue_work, map_receipt
-from nexus.integration.routes import ActiveRoute
-from nexus.integration.routing_repository import ClaimedReceipt, current_routes, insert_events
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress.bodies import read_body
+from nexus.integration.operations import reroute_repository as repo
+from nexus.integration.operations.repository import OperationsRepository
+from nexus.integration.operations.service import REFUSED, Decision, Operator, Report, refusal
+from nexus.integration.routing.mapping import MappingFailed
+from nexus.integration.routing.router import (
+    EXECUTOR_OWNER,
+    RouterSettings,
+    enqueue_work,
+    map_receipt,
+)
+from nexus.integration.routing.router_repository import (
+    ClaimedReceipt,
+    current_routes,
+    insert_events,
+)
+from nexus.integration.routing.routes import ActiveRoute
 from nexus.platform import fast_sql
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue.store import DEAD, QueuePolicy, WorkStore
@@ -86,7 +95,7 @@ async def reroute_items(
             entries=[
                 (
                     "reroute",
-                    d.work_id,
+                    d.target,
                     d.outcome,
                     d.reason if d.code is None else f"{d.code}: {d.reason}",
                 )
@@ -145,7 +154,7 @@ class _Rerouter:
         if made.item is not None:
             await enqueue_work(
                 conn,
-                WorkStore(m.work, owner=EXECUTOR_OWNER),
+                WorkStore(delivery_tables.work, owner=EXECUTOR_OWNER),
                 org,
                 [(event_id, made.item)],
                 now_ms=self.now_ms,
@@ -159,7 +168,7 @@ class _Rerouter:
 
 async def _cancel(conn: AsyncConnection, work_id: str) -> bool:
     """Cancel the dead item; when it halts its lane, the lane moves on past it."""
-    skipped = await operate.skip_head(conn, m.work, work_id)
+    skipped = await operate.skip_head(conn, delivery_tables.work, work_id)
     if skipped.done:
         return True
     if skipped.refused[0].reason != operate.NOT_HALTING:

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration.repository import AppliedRoute, RouteRepository
-from nexus.integration.routes import ActiveRoute, RouteDeclaration, RouteFile
+from nexus.integration.routing.repository import AppliedRoute, RouteRepository
+from nexus.integration.routing.routes import ActiveRoute, RouteDeclaration, RouteFile
 from nexus.platform.db import session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 

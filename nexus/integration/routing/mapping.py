@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from nexus.contracts.commands import RecordCommand, Scalar
-from nexus.integration.routes import TEMPLATE_FIELD, Command, Extract, RouteDeclaration
-from nexus.integration.routes import resolve_pointer as resolve
+from nexus.integration.routing.routes import TEMPLATE_FIELD, Command, Extract, RouteDeclaration
+from nexus.integration.routing.routes import resolve_pointer as resolve
 
 #: Correlation keys under which ingress keeps header-extracted source values (headers are
 #: not stored, so the router could not read them later).

@@ -24,21 +24,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration.bodies import SCHEME
-from nexus.integration.failed_receipts_repository import (
+from nexus.integration.ingress.bodies import SCHEME
+from nexus.integration.operations.receipts_repository import (
     FailedFilter,
     FailedReceiptsRepository,
     ReplayCandidate,
 )
-from nexus.integration.operations import MAX_BULK, PAGE, REFUSED, REPLAYED, Operator
-from nexus.integration.operations_repository import OperationsRepository
-from nexus.integration.routing_repository import FAILED
+from nexus.integration.operations.repository import OperationsRepository
+from nexus.integration.operations.service import (
+    MAX_BULK,
+    PAGE,
+    REFUSED,
+    REPLAYED,
+    Decision,
+    Operator,
+    Report,
+)
+from nexus.integration.routing.router_repository import FAILED
 from nexus.platform import fast_sql
 from nexus.platform.db import reading
 from nexus.platform.workqueue.operate import MAX_BATCH
@@ -53,23 +61,6 @@ ROUTE_INACTIVE = "ROUTE_INACTIVE"
 
 AUDIT_ONE = "replay_receipt"
 AUDIT_BULK = "replay_receipts"
-
-
-@dataclass(frozen=True)
-class ReceiptDecision:
-    receipt_id: str
-    outcome: str  # replayed | refused
-    code: str | None = None
-    reason: str | None = None
-
-
-@dataclass
-class ReceiptReport:
-    decisions: list[ReceiptDecision] = field(default_factory=list)
-    next_cursor: tuple[int, str] | None = None  # a bulk replay stopped at its bound
-
-    def count(self, outcome: str) -> int:
-        return sum(1 for d in self.decisions if d.outcome == outcome)
 
 
 @dataclass(frozen=True)
@@ -124,14 +115,14 @@ async def _replay(
     operator: Operator,
     var_dir: Path,
     wanted: Sequence[str],
-) -> list[ReceiptDecision]:
+) -> list[Decision]:
     """Decide and requeue one batch in the caller's transaction; audit every decision."""
     org = operator.org_id
     found = await repo.candidates(org_id=org, receipt_ids=wanted)
-    decisions: list[ReceiptDecision] = []
+    decisions: list[Decision] = []
 
     def refuse(receipt_id: str, code: str, reason: str) -> None:
-        decisions.append(ReceiptDecision(receipt_id, REFUSED, code, reason))
+        decisions.append(Decision(receipt_id, REFUSED, code, reason))
 
     failed: list[ReplayCandidate] = []
     for receipt_id in wanted:
@@ -155,7 +146,7 @@ async def _replay(
     won = await repo.requeue(org_id=org, receipt_ids=ready, marker=new_token())
     for receipt_id in ready:
         if receipt_id in won:
-            decisions.append(ReceiptDecision(receipt_id, REPLAYED))
+            decisions.append(Decision(receipt_id, REPLAYED))
         else:  # another operator's replay got there first
             refuse(receipt_id, NOT_FAILED, _not_failed("replayed"))
     await OperationsRepository(repo.conn).audit(
@@ -164,7 +155,7 @@ async def _replay(
         entries=[
             (
                 AUDIT_ONE,
-                d.receipt_id,
+                d.target,
                 d.outcome,
                 None if d.code is None else f"{d.code}: {d.reason}",
             )
@@ -204,12 +195,12 @@ def _not_failed(status: str) -> str:
 
 async def replay_receipts(
     engine: AsyncEngine, *, operator: Operator, var_dir: Path, receipt_ids: Sequence[str]
-) -> ReceiptReport:
+) -> Report:
     """Replay the named failed receipts (at most `MAX_BATCH`), each checked on its own."""
     wanted = list(dict.fromkeys(receipt_ids))[:MAX_BATCH]
     async with engine.begin() as conn:
         decisions = await _replay(FailedReceiptsRepository(conn), operator, var_dir, wanted)
-    return ReceiptReport(decisions)
+    return Report(decisions)
 
 
 async def replay_failed_since(
@@ -219,12 +210,12 @@ async def replay_failed_since(
     var_dir: Path,
     query: FailedReceiptQuery,
     max_items: int = MAX_BULK,
-) -> ReceiptReport:
+) -> Report:
     """Replay every receipt matching `query` that failed since `query.since_ms` (and before
     `until_ms`, by default the start of this call, so a receipt that fails again meanwhile is
     not taken twice), page by page, each page its own transaction; stops after `max_items`
     with `next_cursor` set."""
-    report = ReceiptReport()
+    report = Report()
     async with reading(engine) as conn:
         started = await fast_sql.read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started

@@ -18,13 +18,20 @@ from sqlalchemy import and_, delete, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
-from nexus.integration import models as m
-from nexus.integration.routing_repository import after_in_router_order
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.operations import models as operations_tables
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router_repository import after_in_router_order
 from nexus.platform.db import db_now_ms
 from nexus.platform.workqueue import operate
 
-work = m.work
-ev, ew, rc = m.connector_event, m.event_work, m.ingress_receipt
+work = delivery_tables.work
+ev, ew, rc = (
+    routing_tables.connector_event,
+    delivery_tables.event_work,
+    ingress_tables.ingress_receipt,
+)
 
 #: The event and receipt context of a parked item (ids, kinds, versions, times: no payload).
 CONTEXT = (
@@ -118,7 +125,7 @@ class OperationsRepository:
         and of the `wanted` older versions, from the route history."""
         if not wanted:
             return {}
-        r, h = m.route, m.route_version
+        r, h = routing_tables.route, routing_tables.route_version
         current = {
             (row.connector, row.route_key): row
             for row in await self.conn.execute(
@@ -167,7 +174,7 @@ class OperationsRepository:
             return
         now = db_now_ms()
         await self.conn.execute(
-            m.operator_audit.insert().values(at_ms=now),
+            operations_tables.operator_audit.insert().values(at_ms=now),
             [
                 {
                     "org_id": org_id,
@@ -185,7 +192,7 @@ class OperationsRepository:
     async def audit_log(
         self, *, org_id: str, before_ms: int | None, limit: int
     ) -> list[dict[str, Any]]:
-        a = m.operator_audit
+        a = operations_tables.operator_audit
         query = select(a).where(a.c.org_id == org_id)
         if before_ms is not None:
             query = query.where(a.c.at_ms < before_ms)
@@ -205,7 +212,9 @@ class OperationsRepository:
                 {
                     row[0]
                     for row in await self.conn.execute(
-                        select(m.route.c.connector).where(m.route.c.org_id == org_id)
+                        select(routing_tables.route.c.connector).where(
+                            routing_tables.route.c.org_id == org_id
+                        )
                     )
                 }
             )
@@ -367,5 +376,5 @@ class OperationsRepository:
 
     async def orgs(self) -> list[str]:
         """The orgs with connector routes (the route table is small)."""
-        rows = await self.conn.execute(select(m.route.c.org_id).distinct())
+        rows = await self.conn.execute(select(routing_tables.route.c.org_id).distinct())
         return sorted(str(r[0]) for r in rows)

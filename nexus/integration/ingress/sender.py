@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from nexus.integration.routes import RouteDeclaration
-from nexus.integration.signatures import sign
+from nexus.integration.ingress.signatures import sign
+from nexus.integration.routing.routes import RouteDeclaration
 
 
 def signed_headers(

@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration import models as m
+from nexus.integration.ingress import models as ingress_tables
 from nexus.platform.db import reading
 from nexus.platform.files import write_private
 
@@ -65,7 +65,7 @@ async def sweep_orphans(
         removed += await asyncio.to_thread(_discard, path, cutoff)
     for start in range(0, len(old_files), batch):
         chunk = {SCHEME + p.relative_to(var_dir).as_posix(): p for p in old_files[start:][:batch]}
-        receipts = m.ingress_receipt
+        receipts = ingress_tables.ingress_receipt
         async with reading(engine) as conn:
             rows = await conn.execute(
                 select(receipts.c.body_ref).where(receipts.c.body_ref.in_(sorted(chunk))).distinct()

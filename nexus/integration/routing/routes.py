@@ -59,7 +59,7 @@ from pydantic import (
     model_validator,
 )
 
-from nexus.integration.signatures import AnyScheme, SignatureConfigError, parse_scheme
+from nexus.integration.ingress.signatures import AnyScheme, SignatureConfigError, parse_scheme
 from nexus.platform.secrets import WEBHOOK_SECRET_REF
 
 _KEY = r"^[a-z0-9][a-z0-9_-]{0,63}$"

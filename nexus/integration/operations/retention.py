@@ -23,9 +23,9 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.integration import models as m
-from nexus.integration.bodies import sweep_orphans
-from nexus.integration.operations_repository import OperationsRepository
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress.bodies import sweep_orphans
+from nexus.integration.operations.repository import OperationsRepository
 from nexus.platform import fast_sql
 from nexus.platform.db import reading
 from nexus.platform.observability import get_logger
@@ -52,7 +52,9 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = 500
         orgs = await OperationsRepository(conn).orgs()
     while True:
         async with engine.begin() as conn:
-            ids = await work_retention.prune_finished(conn, m.work, before_ms=cutoff, limit=batch)
+            ids = await work_retention.prune_finished(
+                conn, delivery_tables.work, before_ms=cutoff, limit=batch
+            )
             await OperationsRepository(conn).forget_work(work_ids=ids)
         pruned.work_items += len(ids)
         if len(ids) < batch:

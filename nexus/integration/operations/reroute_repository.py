@@ -9,12 +9,14 @@ import json
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.integration import models as m
-from nexus.integration.routing_repository import RECEIPT_READ, ClaimedReceipt, receipt_of
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router_repository import RECEIPT_READ, ClaimedReceipt, receipt_of
 from nexus.platform.db import db_now_ms
 from nexus.platform.workqueue.store import CANCELLED, DEAD
 
-rc, ev = m.ingress_receipt, m.connector_event
+rc, ev = ingress_tables.ingress_receipt, routing_tables.connector_event
 
 
 async def stored_receipt(
@@ -38,7 +40,7 @@ async def next_ordinal(conn: AsyncConnection, *, org_id: str, receipt_id: str) -
 
 async def cancel_dead(conn: AsyncConnection, *, work_id: str) -> bool:
     """The dead item becomes `cancelled` (CAS: False when it is no longer dead)."""
-    items = m.work.items
+    items = delivery_tables.work.items
     done = await conn.execute(
         update(items)
         .where(items.c.id == work_id, items.c.state == DEAD)

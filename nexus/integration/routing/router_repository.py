@@ -18,8 +18,10 @@ from typing import Any
 from sqlalchemy import and_, bindparam, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.integration import models as m
-from nexus.integration.routes import ActiveRoute, RouteDeclaration
+from nexus.integration.delivery import models as delivery_tables
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.routes import ActiveRoute, RouteDeclaration
 from nexus.platform import fast_sql
 from nexus.platform.db import db_now_ms, insert_ignore
 
@@ -48,7 +50,7 @@ class ClaimedReceipt:
 
 async def receipt_orgs(conn: AsyncConnection) -> list[str]:
     """The orgs that have (or had) routes: receipts are claimed per org, along the index."""
-    rows = await conn.execute(select(m.route.c.org_id).distinct())
+    rows = await conn.execute(select(routing_tables.route.c.org_id).distinct())
     return sorted(str(r[0]) for r in rows)
 
 
@@ -56,7 +58,7 @@ def after_in_router_order(cursor: tuple[int, str]) -> Any:
     """Receipts after `cursor` in the router index's order `(next_attempt_at_ms, receipt_id)`:
     the keyset condition of a page that continues where the previous one stopped."""
     at, receipt_id = cursor
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     return or_(
         t.c.next_attempt_at_ms > at,
         and_(t.c.next_attempt_at_ms == at, t.c.receipt_id > receipt_id),
@@ -64,13 +66,13 @@ def after_in_router_order(cursor: tuple[int, str]) -> Any:
 
 
 def _claimable() -> Any:
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     return (t.c.router_status == RECEIVED) & (t.c.next_attempt_at_ms <= db_now_ms())
 
 
 # The router's per-round statements are built once (bound parameters, expanding IN lists):
 # building a statement and its cache key costs more CPU than running it on SQLite.
-_ri = m.ingress_receipt
+_ri = ingress_tables.ingress_receipt
 _DUE = (
     select(_ri.c.receipt_id)
     .where(_ri.c.org_id == bindparam("org"), _claimable())
@@ -121,7 +123,7 @@ async def claim_receipts(
 
 #: The columns a receipt is routed from (body snapshot or reference included).
 RECEIPT_READ = tuple(
-    m.ingress_receipt.c[name]
+    ingress_tables.ingress_receipt.c[name]
     for name in (
         "receipt_id",
         "connector",
@@ -174,12 +176,14 @@ _FENCE = (
     )
 )
 _HELD_IDS = select(_ri.c.receipt_id).where(_HELD)
-_ROUTES = select(m.route.c.version, m.route.c.body).where(
-    m.route.c.org_id == bindparam("org"), m.route.c.active.is_(True)
+_ROUTES = select(routing_tables.route.c.version, routing_tables.route.c.body).where(
+    routing_tables.route.c.org_id == bindparam("org"), routing_tables.route.c.active.is_(True)
 )
-_LINKED = select(m.event_work.c.event_id, m.event_work.c.work_type).where(
-    m.event_work.c.org_id == bindparam("org"),
-    m.event_work.c.event_id.in_(bindparam("ids", expanding=True)),
+_LINKED = select(
+    delivery_tables.event_work.c.event_id, delivery_tables.event_work.c.work_type
+).where(
+    delivery_tables.event_work.c.org_id == bindparam("org"),
+    delivery_tables.event_work.c.event_id.in_(bindparam("ids", expanding=True)),
 )
 _MATERIALIZE = (
     update(_ri)
@@ -233,11 +237,13 @@ async def current_routes(
 def _insert_events(dialect: str) -> Any:
     """The event insert-or-ignore, built once per dialect (its IGNORE is spelled per
     dialect); every column a bound value, so it runs on `fast_sql`."""
-    table = m.connector_event
+    table = routing_tables.connector_event
     return insert_ignore(table, dialect).values(fast_sql.row_values(table))
 
 
-_LINK_WORK = m.event_work.insert().values(fast_sql.row_values(m.event_work))
+_LINK_WORK = delivery_tables.event_work.insert().values(
+    fast_sql.row_values(delivery_tables.event_work)
+)
 
 
 async def insert_events(
@@ -319,7 +325,7 @@ async def mark_retry(
 
 
 def _holder_update(org_id: str, token: str) -> Any:
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     return update(t).where(
         t.c.org_id == org_id,
         t.c.receipt_id == bindparam("b_id"),

@@ -34,9 +34,10 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import BadRequest
-from nexus.integration import operations as ops
-from nexus.integration import receipt_replay as receipts_ops
-from nexus.integration.admin_schemas import (
+from nexus.integration.operations import receipts as receipts_ops
+from nexus.integration.operations import service as ops
+from nexus.integration.operations.reroute import REROUTED, reroute_items
+from nexus.integration.operations.schemas import (
     ActionReport,
     AuditEntry,
     DeadLetter,
@@ -57,7 +58,6 @@ from nexus.integration.admin_schemas import (
     encode_cursor,
     to_ms,
 )
-from nexus.integration.reroute import REROUTED, reroute_items
 
 PREFIX = "/admin/v1/integration"
 router = APIRouter(prefix=PREFIX)
@@ -90,7 +90,10 @@ def _report(report: ops.Report) -> ActionReport:
     return ActionReport(
         done=len(report.decisions) - report.count(ops.REFUSED),
         refused=report.count(ops.REFUSED),
-        decisions=[DecisionOut(**vars(d)) for d in report.decisions],
+        decisions=[
+            DecisionOut(work_id=d.target, outcome=d.outcome, code=d.code, reason=d.reason)
+            for d in report.decisions
+        ],
         next_cursor=encode_cursor(report.next_cursor),
     )
 
@@ -298,6 +301,9 @@ async def replay_failed_receipts(
     return ReceiptActionReport(
         done=replayed,
         refused=report.count(ops.REFUSED),
-        decisions=[ReceiptDecisionOut(**vars(d)) for d in report.decisions],
+        decisions=[
+            ReceiptDecisionOut(receipt_id=d.target, outcome=d.outcome, code=d.code, reason=d.reason)
+            for d in report.decisions
+        ],
         next_cursor=encode_cursor(report.next_cursor),
     )

@@ -47,17 +47,16 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.contracts.commands import AcceptCommandRequest
-from nexus.integration.bodies import read_body
-from nexus.integration.mapping import (
+from nexus.integration.delivery.models import work as work_tables
+from nexus.integration.ingress.bodies import read_body
+from nexus.integration.routing.mapping import (
     MappingFailed,
     fit,
     map_delivery,
     needs_document,
     parse_json,
 )
-from nexus.integration.models import work as work_tables
-from nexus.integration.routes import ActiveRoute
-from nexus.integration.routing_repository import (
+from nexus.integration.routing.router_repository import (
     FIRST_EVENT,
     ClaimedReceipt,
     claim_receipts,
@@ -73,6 +72,7 @@ from nexus.integration.routing_repository import (
     mark_retry,
     receipt_orgs,
 )
+from nexus.integration.routing.routes import ActiveRoute
 from nexus.platform import fast_sql
 from nexus.platform.db import reading
 from nexus.platform.failpoints import crash_at

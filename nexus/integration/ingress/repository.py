@@ -1,11 +1,5 @@
-"""The SQL of routes (declare, version, look up) and of storing webhook receipts (one insert
-with dedupe per delivery id, and the SQLite fast lane's DB-API form of it).
-
-The other integration statements sit beside the use case they serve: the receipt router's
-in `routing_repository.py`, operating (dead letters, audits, purge) in
-`operations_repository.py`, failed receipts in `failed_receipts_repository.py`, re-routing in
-`reroute_repository.py`.
-"""
+"""The SQL of storing webhook receipts: one insert with dedupe per delivery id, and the
+SQLite fast lane's DB-API form of it."""
 
 from __future__ import annotations
 
@@ -15,146 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.integration import models as m
-from nexus.integration.routes import ActiveRoute, RouteDeclaration
-from nexus.platform.db import db_now_ms, insert_ignore, read_db_now_ms
+from nexus.integration.ingress import models as ingress_tables
+from nexus.platform.db import db_now_ms, insert_ignore
 from nexus.platform.json_text import compact_json
-
-# ---------------------------------------------------------------- routes
-
-
-@dataclass(frozen=True)
-class AppliedRoute:
-    connector: str
-    route: str
-    version: int
-    changed: bool
-    active: bool
-
-
-@dataclass(frozen=True)
-class StoredRoute:
-    key: tuple[str, str]
-    digest: str
-    active: bool
-    owner: str | None
-    declaration: RouteDeclaration
-
-
-class RouteRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-
-    async def apply(
-        self, *, org_id: str, declaration: RouteDeclaration, owner: str | None = None
-    ) -> AppliedRoute:
-        """Store a declaration; its version grows by one when its content changed. `owner`
-        (the declaring App, from a Catalog snapshot) is recorded when given; a hand apply
-        leaves an existing route's owner as it is."""
-        t = m.route
-        key = (
-            (t.c.org_id == org_id)
-            & (t.c.connector == declaration.connector)
-            & (t.c.route_key == declaration.route)
-        )
-        current = (
-            await self.session.execute(select(t.c.version, t.c.digest, t.c.owner).where(key))
-        ).first()
-        digest = declaration.digest()
-        now = await read_db_now_ms(self.session)
-        values = {
-            "body": declaration.canonical(),
-            "digest": digest,
-            "active": declaration.active,
-            "updated_at_ms": now,
-        }
-        if owner is not None:
-            values["owner"] = owner
-        if current is None:
-            await self.session.execute(
-                t.insert().values(
-                    org_id=org_id,
-                    connector=declaration.connector,
-                    route_key=declaration.route,
-                    version=1,
-                    **values,
-                )
-            )
-            version, changed = 1, True
-        elif current.digest == digest:
-            version, changed = int(current.version), False
-            if owner is not None and current.owner != owner:
-                await self.session.execute(update(t).where(key).values(owner=owner))
-        else:
-            version, changed = int(current.version) + 1, True
-            result = await self.session.execute(
-                update(t)
-                .where(key & (t.c.version == current.version))
-                .values(version=version, **values)
-            )
-            # a concurrent apply moved it: let the caller retry
-            if result.rowcount != 1:  # type: ignore[attr-defined]  # CursorResult
-                raise RuntimeError("route changed concurrently; apply again")
-        if changed:  # the history a replay proves compatibility against (ADR 0020)
-            await self.session.execute(
-                m.route_version.insert().values(
-                    org_id=org_id,
-                    connector=declaration.connector,
-                    route_key=declaration.route,
-                    version=version,
-                    body=declaration.canonical(),
-                    digest=digest,
-                    applied_at_ms=now,
-                )
-            )
-        return AppliedRoute(
-            declaration.connector, declaration.route, version, changed, declaration.active
-        )
-
-    async def stored_routes(self, *, org_id: str) -> list[StoredRoute]:
-        """Every route of the org, active or not, with its owner."""
-        t = m.route
-        rows = await self.session.execute(
-            select(t.c.connector, t.c.route_key, t.c.digest, t.c.active, t.c.owner, t.c.body)
-            .where(t.c.org_id == org_id)
-            .order_by(t.c.connector, t.c.route_key)
-        )
-        return [
-            StoredRoute(
-                key=(row.connector, row.route_key),
-                digest=row.digest,
-                active=bool(row.active),
-                owner=row.owner,
-                declaration=RouteDeclaration.model_validate_json(row.body),
-            )
-            for row in rows
-        ]
-
-    async def active_routes(self, *, org_id: str | None) -> list[ActiveRoute]:
-        t = m.route
-        query = select(t.c.org_id, t.c.version, t.c.body).where(t.c.active.is_(True))
-        if org_id is not None:
-            query = query.where(t.c.org_id == org_id)
-        rows = (await self.session.execute(query)).all()
-        return [
-            ActiveRoute(
-                org_id=row.org_id,
-                version=row.version,
-                declaration=RouteDeclaration.model_validate_json(row.body),
-            )
-            for row in rows
-        ]
-
-    async def route(self, *, org_id: str | None, connector: str, route: str) -> ActiveRoute | None:
-        for found in await self.active_routes(org_id=org_id):
-            if found.key == (connector, route):
-                return found
-        return None
-
-
-# ---------------------------------------------------------------- receipts
 
 
 @dataclass
@@ -285,7 +143,7 @@ class _RowTemplate:
 @functools.lru_cache(maxsize=8)
 def _row_template(dialect: Any, keys: tuple[str, ...]) -> _RowTemplate:
     """The one-row INSERT as SQLAlchemy compiles it for `dialect`, cut for repetition."""
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     now = db_now_ms()  # the database clock is part of the statement
     statement = insert_ignore(t, dialect.name).values(
         received_at_ms=now, last_delivery_at_ms=now, next_attempt_at_ms=now
@@ -310,7 +168,7 @@ def store_receipts(conn: Connection, rows: Sequence[ReceiptRow]) -> list[Stored]
     existing ids back and one UPDATE per duplicate to count the redelivery. Within one batch
     the first row of a delivery wins.
     """
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     inserted = _insert(conn, [row.values() for row in rows])
     if inserted == len(rows):
         return [Stored(row.receipt_id, False) for row in rows]
@@ -379,7 +237,7 @@ def store_receipts_sqlite(dbapi: Any, dialect: Any, rows: Sequence[ReceiptRow]) 
 def _redelivery_sql(dialect: Any) -> tuple[str, str]:
     """(SELECT a delivery's receipt by (org, connector, delivery id); UPDATE a receipt's
     delivery count by (count, org, receipt id)), compiled for `dialect` (positional)."""
-    t = m.ingress_receipt
+    t = ingress_tables.ingress_receipt
     lookup = select(t.c.receipt_id).where(
         t.c.org_id == bindparam("org_id"),
         t.c.connector == bindparam("connector"),

@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 
 from nexus.contracts.errors import ServiceUnavailable
-from nexus.integration.repository import (
+from nexus.integration.ingress.repository import (
     ReceiptRow,
     Stored,
     store_receipts,

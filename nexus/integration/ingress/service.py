@@ -22,13 +22,14 @@ from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import NexusError, NotFound, ServiceUnavailable
-from nexus.integration.bodies import keep_body
-from nexus.integration.errors import SignatureRejected, WebhookTooLarge
-from nexus.integration.ingest import ReceiptWriter
-from nexus.integration.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
-from nexus.integration.repository import ReceiptRow, RouteRepository, Stored
-from nexus.integration.routes import ActiveRoute, Extract, resolve_pointer
-from nexus.integration.signatures import AnyScheme, WebhookRequest, derive_keys, verify_keys
+from nexus.integration.ingress.bodies import keep_body
+from nexus.integration.ingress.errors import SignatureRejected, WebhookTooLarge
+from nexus.integration.ingress.repository import ReceiptRow, Stored
+from nexus.integration.ingress.signatures import AnyScheme, WebhookRequest, derive_keys, verify_keys
+from nexus.integration.ingress.writer import ReceiptWriter
+from nexus.integration.routing.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
+from nexus.integration.routing.repository import RouteRepository
+from nexus.integration.routing.routes import ActiveRoute, Extract, resolve_pointer
 from nexus.platform.db import session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import (

@@ -16,11 +16,12 @@ from typing import Any
 from sqlalchemy import select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.integration import models as m
-from nexus.integration.routing_repository import FAILED, RECEIVED, after_in_router_order
+from nexus.integration.ingress import models as ingress_tables
+from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router_repository import FAILED, RECEIVED, after_in_router_order
 from nexus.platform.db import db_now_ms
 
-rc, ev = m.ingress_receipt, m.connector_event
+rc, ev = ingress_tables.ingress_receipt, routing_tables.connector_event
 
 #: What an operator sees of a failed receipt: ids, route, times, counts, sanitized error.
 LISTED = (
@@ -140,7 +141,7 @@ class FailedReceiptsRepository:
         """(connector, route key) -> is it active, for the routes that exist."""
         if not keys:
             return {}
-        r = m.route
+        r = routing_tables.route
         rows = await self.conn.execute(
             select(r.c.connector, r.c.route_key, r.c.active).where(
                 r.c.org_id == org_id, tuple_(r.c.connector, r.c.route_key).in_(sorted(keys))

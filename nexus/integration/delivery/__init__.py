@@ -1,0 +1,1 @@
+"""Delivering WorkItems to Runtime: the executor (AcceptCommand in batches) and the work tables."""
