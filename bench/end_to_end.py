@@ -149,7 +149,7 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
 
     from nexus.integration.delivery.models import work
     from nexus.integration.ingress.models import ingress_receipt
-    from nexus.platform.db import create_engine
+    from nexus.platform.db.engine import create_engine
     from nexus.runtime.inbox.models import inbox
 
     rows: dict[str, dict[str, Any]] = {}
@@ -197,7 +197,7 @@ def wait_for_records(urls: dict[str, str], expected: int, timeout: float) -> flo
     """Seconds until `expected` records exist (or the timeout)."""
     from sqlalchemy import text
 
-    from nexus.platform.db import create_engine, reading
+    from nexus.platform.db.engine import create_engine, reading
 
     async def count() -> int:
         engine = create_engine(urls["runtime"], application_name="bench-e2e")

@@ -32,7 +32,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.identity import admin
 from nexus.identity.passwords import hash_password, verify_password
 from nexus.identity.setup import bootstrap_first_admin
-from nexus.platform.db import create_engine, session_factory
+from nexus.platform.db.engine import create_engine, session_factory
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
 from nexus.platform.settings import load_settings

@@ -42,7 +42,7 @@ from sqlalchemy import func, select
 from nexus.contracts.commands import COMMANDS_PATH, AcceptCommandRequest
 from nexus.contracts.roles import LogicalService
 from nexus.integration.delivery.executor import CommandExecutor
-from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.db.engine import reading, session_factory, unit_of_work
 from nexus.platform.http_client import internal_client
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import workload_signer

@@ -410,7 +410,7 @@ async def count_receipts(url: str) -> int:
     from sqlalchemy import func, select
 
     from nexus.integration.ingress import models as ingress_tables
-    from nexus.platform.db import create_engine
+    from nexus.platform.db.engine import create_engine
 
     engine = create_engine(url, application_name="bench")
     try:

@@ -46,7 +46,7 @@ from nexus.integration.ingress.repository import ReceiptRow, store_receipts
 from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.http_client import internal_client
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging

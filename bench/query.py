@@ -32,7 +32,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.identity import models as im
 from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import create_engine, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, session_factory, unit_of_work
 from nexus.platform.ids import new_id
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging

@@ -22,7 +22,8 @@ from sqlalchemy import MetaData, insert, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexus.platform.db import create_engine, db_now_ms, reading
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.stats import queue_stats

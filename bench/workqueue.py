@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import uvloop
 from sqlalchemy import MetaData, func, select
 
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.observability import configure_logging
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore
 from nexus.platform.workqueue.tables import work_tables

@@ -10,7 +10,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.catalog import models as m
-from nexus.platform.db import db_now_ms, insert_ignore, upsert
+from nexus.platform.db.backend import insert_ignore, upsert
+from nexus.platform.db.clock import db_now_ms
 
 
 class CatalogRepository:

@@ -53,7 +53,8 @@ from nexus.contracts.catalog import (
     canonical_json,
 )
 from nexus.contracts.errors import NexusError
-from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.platform.failpoints import crash_at
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -252,7 +253,7 @@ async def _insert_job(
 
 
 async def _now(session: AsyncSession) -> int:
-    return await read_db_now_ms(session)
+    return await read_now_ms(session)
 
 
 # ---------------------------------------------------------------------------- running jobs

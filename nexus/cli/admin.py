@@ -145,7 +145,7 @@ def cmd_admin_create_role(args: argparse.Namespace) -> int:
 
 def cmd_admin_assign(args: argparse.Namespace) -> int:
     from nexus.identity.api import Directory, UnknownUser
-    from nexus.platform.db import unit_of_work
+    from nexus.platform.db.engine import unit_of_work
     from nexus.runtime.access.service import assign_permission_set
 
     async def assign(sessions: async_sessionmaker[AsyncSession]) -> None:
@@ -254,7 +254,7 @@ def cmd_admin_rotate_keys(args: argparse.Namespace) -> int:
 def with_org_connection(args: argparse.Namespace, action: Callable[..., Awaitable[T]]) -> T:
     """Run `action(conn, org_id=...)` in one unit of work on Runtime's database."""
     from nexus.identity.api import Directory
-    from nexus.platform.db import unit_of_work
+    from nexus.platform.db.engine import unit_of_work
 
     async def run(sessions: async_sessionmaker[AsyncSession]) -> T:
         async with unit_of_work(sessions) as session:

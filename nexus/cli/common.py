@@ -46,7 +46,7 @@ async def service_engine(
     settings: Settings, service: LogicalService, application_name: str
 ) -> AsyncIterator[AsyncEngine]:
     """An engine on one service's database for one command, disposed at the end."""
-    from nexus.platform.db import create_engine
+    from nexus.platform.db.engine import create_engine
 
     engine = create_engine(
         settings.database_url(service),
@@ -91,7 +91,7 @@ def child_name(role: Role, app: str | None) -> str:
 
 @asynccontextmanager
 async def runtime_sessions(settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    from nexus.platform.db import session_factory
+    from nexus.platform.db.engine import session_factory
 
     async with service_engine(settings, LogicalService.RUNTIME, "nexus-admin") as engine:
         yield session_factory(engine)
@@ -116,7 +116,7 @@ def run_admin(args: argparse.Namespace, action: Callable[..., Awaitable[T]], **k
 
 async def first_org_id(engine: AsyncEngine) -> str:
     from nexus.identity.api import Directory
-    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.platform.db.engine import session_factory, unit_of_work
 
     async with unit_of_work(session_factory(engine), readonly=True) as session:
         org = await Directory(session).first_org()

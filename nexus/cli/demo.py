@@ -61,7 +61,7 @@ def cmd_demo_load(args: argparse.Namespace) -> int:
     from nexus.contracts.errors import NexusError
     from nexus.contracts.identity import TrustedCall
     from nexus.identity.api import Directory
-    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.platform.db.engine import session_factory, unit_of_work
     from nexus.runtime.access.service import load_access
     from nexus.runtime.metadata.view import MetadataCache
 

@@ -84,7 +84,7 @@ def cmd_metadata_resume(args: argparse.Namespace) -> int:
 
 def cmd_metadata_reindex(args: argparse.Namespace) -> int:
     """Rebuild the search index from the record tables, one object per transaction."""
-    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.platform.db.engine import session_factory, unit_of_work
     from nexus.runtime.metadata.view import MetadataCache
     from nexus.runtime.search.index import rebuild_index
 
@@ -119,7 +119,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     """Run SOQL as a named user (that user's permissions and sharing apply) and print JSON."""
     from nexus.contracts.errors import NexusError
     from nexus.identity.api import Directory, UnknownUser
-    from nexus.platform.db import session_factory, unit_of_work
+    from nexus.platform.db.engine import session_factory, unit_of_work
     from nexus.runtime.access.service import load_access
     from nexus.runtime.metadata.view import MetadataCache
     from nexus.runtime.query.engine import query_current

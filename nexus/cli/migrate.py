@@ -45,7 +45,7 @@ async def wait_for_databases(
     settings: Settings, services: Sequence[LogicalService], wait_seconds: float
 ) -> None:
     """Return once every service's database answers; CliError after `wait_seconds`."""
-    from nexus.platform.db import ping
+    from nexus.platform.db.engine import ping
 
     deadline = time.monotonic() + wait_seconds
     for service in services:

@@ -111,7 +111,7 @@ def _role_and_app(role_value: str, app: str | None) -> tuple[Role, str | None]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from nexus.platform import sqlite_checkpoints
+    from nexus.platform.db.sqlite import checkpoints as sqlite_checkpoints
     from nexus.platform.observability import configure_logging, get_logger
     from nexus.platform.secrets import workload_signer
     from nexus.platform.serving import DrainingServer, server_config

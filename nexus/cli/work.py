@@ -36,7 +36,7 @@ def _work_tables(service: LogicalService) -> dict[str, Any]:
 
 
 def cmd_work_stats(args: argparse.Namespace) -> int:
-    from nexus.platform.db import reading
+    from nexus.platform.db.engine import reading
     from nexus.platform.observability import configure_logging
     from nexus.platform.workqueue.operate import list_parked
     from nexus.platform.workqueue.stats import ALL_STATES, OPEN_STATES, queue_stats

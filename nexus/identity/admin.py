@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from nexus.identity import service
 from nexus.identity.errors import InvalidIdentityInput, UnknownUser
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 
 
 @dataclass(frozen=True)

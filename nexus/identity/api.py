@@ -35,7 +35,7 @@ from nexus.identity.errors import UnknownUser
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import NewClient, client_lists
 from nexus.identity.setup import identity_lifespan
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 
 __all__ = [
     "CAPABILITIES",
@@ -144,7 +144,7 @@ class Directory:
     async def live_sessions(
         self, org_id: str, user_id: str, *, limit: int = 200
     ) -> list[RowMapping]:
-        now = await read_db_now_ms(self._repo.session)
+        now = await read_now_ms(self._repo.session)
         return await self._repo.live_sessions(org_id, user_id, now_ms=now, limit=limit)
 
     async def revoke(

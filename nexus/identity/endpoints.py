@@ -31,7 +31,7 @@ from nexus.identity.login_page import render_error, render_login
 from nexus.identity.oauth_server import Client, NexusAuthorizationServer, NexusRequest, User
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import IdentityConfig
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.workload import DEADLINE_HEADER, DELEGATION_HEADER, WORKLOAD_HEADER
 
 #: A public client created with the first org, so legacy password-grant callers that send

@@ -20,7 +20,8 @@ from nexus.identity.errors import InvalidToken
 from nexus.identity.keys import TokenInvalid
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import ACCESS_TOKEN_TYPE, IdentityConfig, session_usable
-from nexus.platform.db import read_db_now_ms, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import unit_of_work
 
 _REQUIRED = ("iss", "aud", "sub", "org", "sid", "scp", "sep", "iat", "exp")
 
@@ -60,7 +61,7 @@ class Authenticator:
         async with unit_of_work(self.sessions, readonly=True) as session:
             repo = IdentityRepository(session)
             state = await repo.session_state(org_id, session_id)
-            now = await read_db_now_ms(session)
+            now = await read_now_ms(session)
         fresh = _CachedSession(state=state, fetched=time.monotonic(), db_now_ms=now)
         if len(self._cache) > 100_000:
             self._cache.clear()

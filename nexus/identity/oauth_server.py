@@ -29,7 +29,7 @@ from nexus.identity.errors import AuthenticationFailed
 from nexus.identity.keys import ALGORITHM, TokenInvalid
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import IdentityConfig
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 
 T = TypeVar("T")
 AUTHORIZATION_CODE_TTL_MS = 60_000
@@ -407,7 +407,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     async def save_code(self, code: str, client: Client, user: User, data: dict[str, str]) -> None:
         if user.row["org_id"] != client.row["org_id"]:
             raise InvalidRequestError("this connected app belongs to another org")
-        now = await read_db_now_ms(self.repo.session)
+        now = await read_now_ms(self.repo.session)
         await self.repo.insert_authorization_code(
             org_id=client.row["org_id"],
             code_hash=service.digest(code),
@@ -423,7 +423,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         )
 
     async def redeem_code(self, row: RowMapping) -> bool:
-        now = await read_db_now_ms(self.repo.session)
+        now = await read_now_ms(self.repo.session)
         if row["expires_at_ms"] <= now:
             return False
         return await self.repo.use_authorization_code(

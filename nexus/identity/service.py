@@ -22,7 +22,7 @@ from nexus.identity.errors import AuthenticationFailed, InvalidIdentityInput, Un
 from nexus.identity.keys import KeyRing
 from nexus.identity.passwords import WeakPassword, check_policy, hash_password, verify_password
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 from nexus.platform.ids import new_id
 from nexus.platform.settings import IdentitySettings
 
@@ -61,7 +61,7 @@ def new_secret() -> str:
 
 async def create_org(repo: IdentityRepository, *, name: str) -> str:
     org_id = new_id(ORG_PREFIX)
-    await repo.insert_org(org_id=org_id, name=name, now_ms=await read_db_now_ms(repo.session))
+    await repo.insert_org(org_id=org_id, name=name, now_ms=await read_now_ms(repo.session))
     return org_id
 
 
@@ -98,7 +98,7 @@ async def create_user(
         if role is None:
             raise InvalidIdentityInput(f"no role named {role_name!r}", fields={"role": "unknown"})
         role_id = role["role_id"]
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     user_id = new_id(USER_PREFIX)
     await repo.insert_user(
         org_id=org_id,
@@ -134,7 +134,7 @@ async def create_role(
         role_id=role_id,
         name=name,
         parent_role_id=parent_id,
-        created_at_ms=await read_db_now_ms(repo.session),
+        created_at_ms=await read_now_ms(repo.session),
     )
     return role_id
 
@@ -153,7 +153,7 @@ async def authenticate_password(
     matches = await anyio.to_thread.run_sync(verify_password, stored, password)
     if user is None:
         raise AuthenticationFailed
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     locked = user["locked_until_ms"] is not None and user["locked_until_ms"] > now
     if not matches or locked or not user["is_active"]:
         if not locked:
@@ -225,7 +225,7 @@ async def create_client(
         grant_types=grant_types,
         scopes=scopes,
         run_as_user_id=run_as_user_id,
-        now_ms=await read_db_now_ms(repo.session),
+        now_ms=await read_now_ms(repo.session),
     )
     return NewClient(client_id=client_id, client_secret=secret)
 
@@ -259,7 +259,7 @@ async def open_session(
     with_refresh_token: bool,
 ) -> IssuedTokens:
     """Start a session and issue its first access token (and refresh token when asked)."""
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     session_id = new_id(SESSION_PREFIX)
     await repo.insert_session(
         org_id=user["org_id"],
@@ -366,7 +366,7 @@ async def refresh_session(
     row = await repo.refresh_token(digest(refresh_token))
     if row is None:
         return None
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     org_id, session_id = row["org_id"], row["session_id"]
     if row["status"] == "rotated":
         await revoke(repo, org_id=org_id, reason="refresh_token_reuse", session_id=session_id)
@@ -427,7 +427,7 @@ async def revoke(
     client_id: str | None = None,
 ) -> int:
     """Revoke matching sessions (and their refresh tokens); advance the SecurityEpoch."""
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     count = await repo.revoke_sessions(
         org_id=org_id,
         reason=reason,
@@ -443,7 +443,7 @@ async def revoke(
 async def set_user_active(
     repo: IdentityRepository, *, org_id: str, user_id: str, active: bool
 ) -> None:
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     if not await repo.set_user_active(org_id=org_id, user_id=user_id, active=active, now_ms=now):
         raise UnknownUser("no such user")
     if not active:
@@ -451,7 +451,7 @@ async def set_user_active(
 
 
 async def disable_client(repo: IdentityRepository, *, org_id: str, client_id: str) -> None:
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     if not await repo.disable_client(org_id=org_id, client_id=client_id, now_ms=now):
         raise UnknownUser("no such connected app")
     await revoke(repo, org_id=org_id, reason="client_disabled", client_id=client_id)
@@ -468,7 +468,7 @@ async def reset_password(
     if await repo.user(org_id, user_id) is None:
         raise UnknownUser("no such user")
     password_hash = await anyio.to_thread.run_sync(hash_password, password)
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     await repo.set_password(org_id=org_id, user_id=user_id, password_hash=password_hash, now_ms=now)
     await revoke(repo, org_id=org_id, reason="password_reset", user_id=user_id)
 
@@ -485,6 +485,6 @@ async def set_user_role(
         if role is None:
             raise UnknownUser(f"no role named {role_name!r}")
         role_id = role["role_id"]
-    now = await read_db_now_ms(repo.session)
+    now = await read_now_ms(repo.session)
     await repo.set_user_role(org_id=org_id, user_id=user_id, role_id=role_id, now_ms=now)
     await repo.advance_security_epoch(org_id)

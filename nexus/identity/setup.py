@@ -16,7 +16,8 @@ from nexus.identity.endpoints import DEFAULT_CLIENT_ID, IdentityState
 from nexus.identity.interceptor import Authenticator
 from nexus.identity.keys import KeyRing, ensure_key, key_dir
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import read_db_now_ms, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import secrets_dir
 from nexus.platform.service_app import ServiceState
@@ -105,7 +106,7 @@ async def bootstrap_first_admin(
             grant_types=["password"],
             scopes=["api", "full"],
             run_as_user_id=None,
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )
     log.info("identity.bootstrapped", org_id=org_id, admin_user_id=admin_id)
     return ADMIN_USERNAME, generated
@@ -140,7 +141,7 @@ async def ensure_web_client(
             grant_types=["authorization_code", "refresh_token"],
             scopes=["api", "refresh_token"],
             run_as_user_id=None,
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )
     log.info("identity.web_client_registered", client_id=WEB_CLIENT_ID)
     return True

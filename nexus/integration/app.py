@@ -26,11 +26,7 @@ from nexus.integration.loops import IntegrationLoops
 from nexus.integration.operations.endpoints import router as admin_router
 from nexus.integration.operations.retention import retention_loop
 from nexus.integration.routing.catalog_sync import following_catalog
-from nexus.platform.db import (
-    create_sqlite_sync_engine,
-    is_sqlite_file,
-    sqlite_write_gate,
-)
+from nexus.platform.db.engine import create_sqlite_sync_engine, is_sqlite_file, sqlite_write_gate
 from nexus.platform.operator_gate import operator_gate
 from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app, role_engine

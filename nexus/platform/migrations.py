@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
+from nexus.platform.db.backend import backend_of
 from nexus.platform.settings import CoreSettings
 
 #: The histories this build ships: `nexus/migrations/`, beside `nexus/platform/`.
@@ -109,7 +110,7 @@ def compare_keys_exactly(columns: list[tuple[str, str, int, bool]]) -> None:
     """Inside a revision: move (table, column, length, nullable) key columns to the binary
     utf8mb4 collation on MySQL/MariaDB (`exact_key`); other backends already compare bytes.
     Values cannot collide: the case-insensitive collation kept them distinct already."""
-    if op.get_bind().dialect.name != "mysql":
+    if not backend_of(op.get_bind()).keys_need_binary_collation:
         return
     for table, column, length, nullable in columns:
         null = "NULL" if nullable else "NOT NULL"

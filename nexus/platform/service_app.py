@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService, Role
-from nexus.platform.db import create_engine, describe_backend, ping, session_factory
+from nexus.platform.db.engine import create_engine, describe_backend, ping, session_factory
 from nexus.platform.http import OpsInfo, ReadinessCheck, RoleApp, create_role_app
 from nexus.platform.interpreter import tuned_for_serving
 from nexus.platform.migrations import migration_state

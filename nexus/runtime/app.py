@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from nexus.contracts.roles import LogicalService, Role
 from nexus.identity.api import identity_lifespan
 from nexus.identity.api import router as identity_router
-from nexus.platform.db import session_factory
+from nexus.platform.db.engine import session_factory
 from nexus.platform.doorbell import Doorbell, forwarding, listening
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.errors import Forbidden
 from nexus.contracts.identity import TrustedCall
 from nexus.identity.api import Directory, identity_state, internal_call
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.runtime.access.service import AccessCache, CallerAccess
 from nexus.runtime.metadata.view import MetadataCache, MetadataView

@@ -18,7 +18,7 @@ from nexus.contracts.operators import (
 )
 from nexus.contracts.records import MAX_BATCH, MutateRequest, MutateResponse, RecordData
 from nexus.identity.api import internal_call
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.runtime.dependencies import RecordsCaller, require_admin, runtime_state, use_case
 from nexus.runtime.describe import describe_global, describe_object

@@ -28,7 +28,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.identity import admin as identity_admin
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.setup import bootstrap_first_admin
-from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, reading, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, workload_signer
 from nexus.platform.settings import load_settings

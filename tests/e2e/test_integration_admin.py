@@ -14,7 +14,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.identity import admin
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, session_factory
+from nexus.platform.db.engine import create_engine, session_factory
 from tests.conftest import Backend
 from tests.e2e.test_stack import running_stack
 from tests.support.integration_rows import DIE, Routed, execute, route_delivery

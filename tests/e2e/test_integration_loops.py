@@ -35,7 +35,7 @@ from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.router import FAILPOINT_BEFORE_COMMIT
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, secrets_dir, write_webhook_secret
 from tests.conftest import Backend

@@ -33,7 +33,7 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress.sender import signed_headers
 from nexus.integration.routing.routes import RouteDeclaration, parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, reading, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, write_webhook_secret
 from nexus.runtime.inbox import models as inbox_tables

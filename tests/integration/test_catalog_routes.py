@@ -15,7 +15,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_catalog_routes, apply_routes
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from tests.conftest import Backend
 

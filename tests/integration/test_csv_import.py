@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import insert
 
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.runtime.imports import models as imports_tables
 from tests.conftest import Backend
 from tests.integration.ui_stack import UiStack, ui_stack

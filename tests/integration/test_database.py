@@ -13,14 +13,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import (
-    create_engine,
-    db_now,
-    db_now_ms,
-    read_db_now_ms,
-    session_factory,
-    unit_of_work,
-)
+from nexus.platform.db.clock import db_now, db_now_ms, read_now_ms
+from nexus.platform.db.engine import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import head_revisions, migration_state, upgrade_to_head
 from tests.conftest import Backend
 
@@ -64,7 +58,7 @@ async def test_histories_are_independent_per_service(backend: Backend) -> None:
 async def test_db_now_reads_the_database_clock(engine: AsyncEngine) -> None:
     sessions = session_factory(engine)
     async with unit_of_work(sessions, readonly=True) as session:
-        first = await read_db_now_ms(session)
+        first = await read_now_ms(session)
         aware = await db_now(session)
     assert abs(first - time.time() * 1000) < 5_000
     assert aware.tzinfo is not None

@@ -28,8 +28,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.integration.delivery.models import work
 from nexus.integration.routing import router_repository as routing_repository
 from nexus.integration.routing.models import connector_event
-from nexus.platform import fast_sql
-from nexus.platform.db import create_engine, db_now_ms, insert_ignore, upsert
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import insert_ignore, upsert
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine
 from nexus.platform.workqueue.store import ITEM_COLUMNS, WorkStore
 
 pytestmark = pytest.mark.asyncio

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.ingress.bodies import BODIES, _discard, keep_body, read_body, sweep_orphans
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from tests.conftest import Backend
 from tests.support.integration_rows import route_delivery

@@ -23,7 +23,7 @@ from nexus.integration.ingress.service import RouteCache
 from nexus.integration.ingress.writer import SqliteStore
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, create_sqlite_sync_engine
+from nexus.platform.db.engine import create_engine, create_sqlite_sync_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import webhook_secret_dir, write_webhook_secret

@@ -25,7 +25,8 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress.sender import signed_headers
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, db_now_ms, reading
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, secrets_dir, write_webhook_secret
 from nexus.platform.settings import load_settings

@@ -38,7 +38,8 @@ from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, db_now_ms, reading
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import DEAD, TERMINAL, Outcome, WorkStore
 from tests.conftest import Backend

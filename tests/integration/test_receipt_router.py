@@ -31,7 +31,7 @@ from nexus.integration.routing.router import (
 )
 from nexus.integration.routing.routes import RouteFile, parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import Claimed, WorkStore
 from nexus.platform.workqueue.worker import Worker, WorkerSettings

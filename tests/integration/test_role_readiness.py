@@ -11,7 +11,7 @@ from nexus.apps.sfcrm.app import create_app as create_sfcrm_app
 from nexus.catalog.app import create_app as create_catalog_app
 from nexus.contracts.roles import LogicalService
 from nexus.integration.app import create_app as create_integration_app
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.settings import load_settings
 from nexus.runtime.app import create_api_app, create_worker_app

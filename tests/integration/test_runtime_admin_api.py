@@ -16,7 +16,7 @@ import pytest_asyncio
 from sqlalchemy import select, update
 
 from nexus.gateway.route_table import load_route_table
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.runtime.admin import models as admin_tables
 from nexus.runtime.inbox import models as inbox_tables

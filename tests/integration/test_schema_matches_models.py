@@ -11,7 +11,7 @@ from nexus.catalog.models import metadata as catalog_metadata
 from nexus.contracts.roles import LogicalService
 from nexus.identity.models import metadata as identity_metadata
 from nexus.integration.tables import all_tables as integration_tables
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head, version_table
 from nexus.runtime.tables import all_tables
 from tests.conftest import Backend

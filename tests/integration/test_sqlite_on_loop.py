@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 
 pytestmark = pytest.mark.asyncio
 

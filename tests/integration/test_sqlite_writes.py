@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

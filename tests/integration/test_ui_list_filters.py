@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from nexus.identity import admin
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.runtime.access.service import assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata
 from tests.conftest import Backend

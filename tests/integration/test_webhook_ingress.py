@@ -29,7 +29,7 @@ from nexus.integration.ingress.sender import signed_headers
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import write_webhook_secret

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.integration.app import create_app as integration_app
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.settings import Settings, load_settings
 from nexus.platform.workqueue import metrics

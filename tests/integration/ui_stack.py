@@ -20,7 +20,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.identity import admin
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.setup import bootstrap_first_admin
-from nexus.platform.db import create_engine, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets
 from nexus.platform.settings import load_settings

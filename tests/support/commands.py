@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.setup import bootstrap_first_admin
-from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, reading, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.secrets import ensure_local_secrets, workload_signer
 from nexus.platform.settings import Settings, load_settings

@@ -16,7 +16,7 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.ingress.repository import ReceiptRow, store_receipts
 from nexus.integration.routing import models as routing_tables
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import (
     DEAD,
     TERMINAL,

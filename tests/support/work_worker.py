@@ -38,7 +38,8 @@ from typing import IO, Any
 
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, insert
 
-from nexus.platform.db import create_engine, insert_ignore
+from nexus.platform.db.backend import insert_ignore
+from nexus.platform.db.engine import create_engine
 from nexus.platform.observability import configure_logging
 from nexus.platform.workqueue.store import Claimed, WorkStore
 from nexus.platform.workqueue.tables import work_tables

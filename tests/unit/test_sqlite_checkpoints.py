@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from nexus.platform import sqlite_checkpoints
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
+from nexus.platform.db.sqlite import checkpoints as sqlite_checkpoints
 
 pytestmark = pytest.mark.asyncio
 ROWS = 3000  # ~1,100 pages of WAL: past SQLite's own 1,000-page autocheckpoint

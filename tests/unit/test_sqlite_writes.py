@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus.platform.sqlite_writes import _FileLock, write_turn
+from nexus.platform.db.sqlite.writes import _FileLock, write_turn
 
 pytestmark = pytest.mark.asyncio
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ async def test_a_process_waiting_for_the_turn_still_exits_when_told_to(tmp_path:
     assert holder.try_acquire()
     script = (
         "import asyncio\n"
-        "from nexus.platform.sqlite_writes import _FileLock\n"
+        "from nexus.platform.db.sqlite.writes import _FileLock\n"
         "async def main():\n"
         f"    waiting = asyncio.create_task(_FileLock({path!r}).acquire(60.0))\n"
         "    await asyncio.sleep(0.3)\n"

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration.ingress import models as ingress_tables
-from nexus.platform.db import reading
+from nexus.platform.db.engine import reading
 from nexus.platform.files import write_private
 
 BODIES = Path("ingress") / "bodies"

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 
 from nexus.integration.tables import metadata
-from nexus.platform.db import exact_key
+from nexus.platform.db.backend import exact_key
 
 
 class _HexMediumBlob(TypeDecorator[bytes]):

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, update
 
 from nexus.integration.ingress import models as ingress_tables
-from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.db.backend import insert_ignore
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.json_text import compact_json
 
 

@@ -30,7 +30,7 @@ from nexus.integration.ingress.writer import ReceiptWriter
 from nexus.integration.routing.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
 from nexus.integration.routing.repository import RouteRepository
 from nexus.integration.routing.routes import ActiveRoute, Extract, resolve_pointer
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import (
     WEBHOOK_SECRET_REF,

@@ -36,7 +36,7 @@ from nexus.integration.ingress.repository import (
     store_receipts,
     store_receipts_sqlite,
 )
-from nexus.platform import sqlite_writes
+from nexus.platform.db.sqlite import writes as sqlite_writes
 from nexus.platform.observability import get_logger
 
 log = get_logger(__name__)

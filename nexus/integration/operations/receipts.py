@@ -47,8 +47,8 @@ from nexus.integration.operations.service import (
     Report,
 )
 from nexus.integration.routing.router_repository import FAILED
-from nexus.platform import fast_sql
-from nexus.platform.db import reading
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading
 from nexus.platform.workqueue.operate import MAX_BATCH
 from nexus.platform.workqueue.store import new_token
 
@@ -217,7 +217,7 @@ async def replay_failed_since(
     with `next_cursor` set."""
     report = Report()
     async with reading(engine) as conn:
-        started = await fast_sql.read_now_ms(conn)
+        started = await read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started
     where = query.where(until_ms=until)
     cursor = query.cursor

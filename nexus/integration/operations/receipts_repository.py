@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.router_repository import FAILED, RECEIVED, after_in_router_order
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 
 rc, ev = ingress_tables.ingress_receipt, routing_tables.connector_event
 

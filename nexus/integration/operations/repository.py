@@ -23,7 +23,7 @@ from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.operations import models as operations_tables
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.router_repository import after_in_router_order
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue import operate
 
 work = delivery_tables.work

@@ -47,7 +47,7 @@ from nexus.integration.routing.router_repository import (
     insert_events,
 )
 from nexus.integration.routing.routes import ActiveRoute
-from nexus.platform import fast_sql
+from nexus.platform.db.clock import read_now_ms
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue.store import DEAD, QueuePolicy, WorkStore
 
@@ -77,7 +77,7 @@ async def reroute_items(
             versions.setdefault((row.connector, row.route_key), set()).add(int(row.route_version))
         routes = await ops_repo.routes(org_id=operator.org_id, wanted=versions)
         active = await current_routes(conn, org_id=operator.org_id)
-        now_ms = await fast_sql.read_now_ms(conn)
+        now_ms = await read_now_ms(conn)
         decisions = []
         for work_id in wanted:
             row = rows.get(work_id)

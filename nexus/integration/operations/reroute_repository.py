@@ -13,7 +13,7 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.router_repository import RECEIPT_READ, ClaimedReceipt, receipt_of
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import CANCELLED, DEAD
 
 rc, ev = ingress_tables.ingress_receipt, routing_tables.connector_event

@@ -26,8 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress.bodies import sweep_orphans
 from nexus.integration.operations.repository import OperationsRepository
-from nexus.platform import fast_sql
-from nexus.platform.db import reading
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
 from nexus.platform.workqueue import retention as work_retention
@@ -48,7 +48,7 @@ async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = 500
     """One retention pass (see the module docstring)."""
     pruned = Pruned()
     async with reading(engine) as conn:
-        cutoff = await fast_sql.read_now_ms(conn) - retention_ms
+        cutoff = await read_now_ms(conn) - retention_ms
         orgs = await OperationsRepository(conn).orgs()
     while True:
         async with engine.begin() as conn:

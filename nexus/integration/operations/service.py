@@ -29,8 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.operations.repository import OperationsRepository, RouteState
-from nexus.platform import fast_sql
-from nexus.platform.db import reading
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
@@ -240,7 +240,7 @@ async def replay_since(
     `max_items` with `next_cursor` set (call again with it to go on)."""
     report = Report()
     async with reading(engine) as conn:
-        started = await fast_sql.read_now_ms(conn)
+        started = await read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started
     filters = operate.Filters(
         family=query.pack,

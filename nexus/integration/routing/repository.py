@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.routes import ActiveRoute, RouteDeclaration
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class RouteRepository:
             await self.session.execute(select(t.c.version, t.c.digest, t.c.owner).where(key))
         ).first()
         digest = declaration.digest()
-        now = await read_db_now_ms(self.session)
+        now = await read_now_ms(self.session)
         values = {
             "body": declaration.canonical(),
             "digest": digest,

@@ -73,8 +73,8 @@ from nexus.integration.routing.router_repository import (
     receipt_orgs,
 )
 from nexus.integration.routing.routes import ActiveRoute
-from nexus.platform import fast_sql
-from nexus.platform.db import reading
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading
 from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
@@ -542,7 +542,7 @@ class ReceiptRouter:
         (which holds the batch's leases); the executor claims the new WorkItems along."""
         conn = tx.conn
         routes = await current_routes(conn, org_id=org_id)
-        now_ms = await fast_sql.read_now_ms(conn)
+        now_ms = await read_now_ms(conn)
         writes = _Writes()
         for loaded in batch:
             self._route(writes, loaded, routes)

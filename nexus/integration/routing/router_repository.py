@@ -22,8 +22,9 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.routing import models as routing_tables
 from nexus.integration.routing.routes import ActiveRoute, RouteDeclaration
-from nexus.platform import fast_sql
-from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import insert_ignore
+from nexus.platform.db.clock import db_now_ms
 
 RECEIVED = "received"
 MATERIALIZED = "materialized"

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.integration.routing.repository import AppliedRoute, RouteRepository
 from nexus.integration.routing.routes import ActiveRoute, RouteDeclaration, RouteFile
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.platform.observability import get_logger
 
 log = get_logger(__name__)

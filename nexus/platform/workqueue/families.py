@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import Conflict
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import PROCESSING
 from nexus.platform.workqueue.tables import WorkTables
 

@@ -36,7 +36,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import REGISTRY, Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.platform.db import reading
+from nexus.platform.db.engine import reading
 from nexus.platform.periodic import every
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
 from nexus.platform.workqueue.tables import WorkTables

@@ -26,7 +26,7 @@ from sqlalchemy import and_, bindparam, or_, select, true, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import (
     CANCELLED,
     PARKED,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.platform import fast_sql
+from nexus.platform.db.clock import read_now_ms
 from nexus.platform.workqueue.store import (
     CANCELLED,
     DEAD,
@@ -56,7 +56,7 @@ async def queue_stats(
     conn: AsyncConnection, t: WorkTables, *, states: Collection[str] = OPEN_STATES
 ) -> QueueStats:
     items, queues = t.items, t.queues
-    now = await fast_sql.read_now_ms(conn)
+    now = await read_now_ms(conn)
     found: dict[tuple[str, str, str], QueueCount] = {}
     keys = select(queues.c.family, queues.c.queue_class)
     for family, queue_class in list(await conn.execute(keys)):

@@ -47,8 +47,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.platform import fast_sql
-from nexus.platform.db import db_now_ms, insert_ignore, upsert
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import backend_of, insert_ignore, upsert
+from nexus.platform.db.clock import db_now_ms, read_now_ms
 from nexus.platform.workqueue.tables import WorkTables
 
 PENDING = "pending"
@@ -263,7 +264,7 @@ class WorkStore:
                 self._insert_targets(dialect),
                 [{"family": f, "target_key": k} for f, k in targets],
             )
-        now = await fast_sql.read_now_ms(conn)
+        now = await read_now_ms(conn)
         rows: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             rows.append(
@@ -629,7 +630,7 @@ class WorkStore:
         still decides who wins; the turn only saves the wasted work. SQLite needs none: its
         write transactions already run one at a time. Taken after any outcome writes in the
         same transaction (lane rows first, then the turn, as `enqueue` does: no deadlock)."""
-        if conn.dialect.name == "sqlite":
+        if backend_of(conn).one_writer:
             return
         q = self.t.queues
         started = time.perf_counter()

@@ -30,7 +30,7 @@ from sqlalchemy import (
     Text,
 )
 
-from nexus.platform.db import exact_key
+from nexus.platform.db.backend import exact_key
 
 ID = 36  # uuid4 hex with dashes, or any shorter stable id
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from nexus.platform.db import reading
+from nexus.platform.db.backend import backend_of
+from nexus.platform.db.engine import reading
 from nexus.platform.loops import SideTasks
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -178,7 +179,7 @@ class Worker:
         self._idle: dict[tuple[str, str], float] = {}  # when a queue was last found empty
         self._empty: set[tuple[str, str]] = set()  # found empty by their last claim
         self._turn = 0
-        self._ride_along = engine.dialect.name == "sqlite"  # outcomes in claim transactions
+        self._ride_along = backend_of(engine).one_writer  # outcomes in claim transactions
         self._swept_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle

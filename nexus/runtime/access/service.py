@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.errors import NotFound
 from nexus.contracts.identity import TrustedCall
 from nexus.identity.api import Directory
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 from nexus.runtime.access.repository import PermissionRepository
 from nexus.runtime.metadata.definitions import (
     FieldDef,
@@ -288,7 +288,7 @@ async def assign_permission_set(
         raise NotFound("no such user")
     assignments = PermissionRepository(session)
     if assigned:
-        now_ms = await read_db_now_ms(session)
+        now_ms = await read_now_ms(session)
         changed = await assignments.assign(
             org_id=org_id, user_id=user_id, permission_set=name, now_ms=now_ms
         )

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.contracts.identity import TrustedCall
 from nexus.identity.api import Directory, UnknownUser, client_lists, identity_state, trusted_call
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.workqueue import operate
 from nexus.runtime.access.repository import PermissionRepository

@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.runtime.admin import models as m
 
 

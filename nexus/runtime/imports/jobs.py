@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nexus.contracts.errors import BadRequest, Forbidden, NotFound
 from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, RecordError
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 from nexus.runtime.access.service import AccessCache, CallerAccess
 from nexus.runtime.imports.repository import ImportRepository
 from nexus.runtime.inbox.repository import InboxRepository
@@ -131,7 +131,7 @@ async def accept(
             raise InvalidImport(f"no column maps to the external id field {external}")
     positions = {c: header.index(c) for c in mapping}
     job_id = uuid.uuid4().hex
-    now = await read_db_now_ms(session)
+    now = await read_now_ms(session)
     imports = ImportRepository(session)
     await imports.insert_job(
         org_id=caller.org_id,

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Row, and_, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.runtime.imports import models as m
 
 #: Rows per INSERT statement when a job is accepted.

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 
 from fastapi import FastAPI
 
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.doorbell import answering
 from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger

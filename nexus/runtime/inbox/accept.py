@@ -26,7 +26,7 @@ from nexus.contracts.commands import (
     RecordCommand,
 )
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NexusError, NotFound
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import canonical_json
 from nexus.platform.observability import get_logger

@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.identity.api import CAPABILITIES, Directory
-from nexus.platform.db import read_db_now_ms, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import unit_of_work
 from nexus.runtime.inbox.repository import InboxRepository
 
 COMMANDS_CAPABILITY = "runtime.commands"
@@ -47,7 +48,7 @@ async def bind_workload(
             org_id=org_id,
             workload=workload,
             user_id=user["user_id"],
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )
         return str(user["user_id"])
 
@@ -83,6 +84,6 @@ async def bootstrap_integration_binding(sessions: async_sessionmaker[AsyncSessio
             org_id=org_id,
             workload=INTEGRATION_WORKLOAD,
             user_id=user_id,
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )
     return INTEGRATION_USERNAME

@@ -24,7 +24,7 @@ from prometheus_client import Histogram
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import Claimed

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import session_factory
+from nexus.platform.db.engine import session_factory
 from nexus.platform.loops import RestartingLoop
 from nexus.platform.migrations import migration_state
 from nexus.platform.observability import get_logger

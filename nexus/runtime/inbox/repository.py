@@ -12,8 +12,9 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nexus.identity.api import org_table, user_table
-from nexus.platform import fast_sql
-from nexus.platform.db import db_now_ms, insert_ignore
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import insert_ignore
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import QueuePolicy
 from nexus.runtime.inbox import models as m
 

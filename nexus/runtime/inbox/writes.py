@@ -10,12 +10,13 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from nexus.platform.db.backend import backend_of
+
 
 class WriteTurns:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         bind = sessions.kw.get("bind")
-        sqlite = bind is not None and bind.dialect.name == "sqlite"
-        self._lock = asyncio.Lock() if sqlite else None
+        self._lock = asyncio.Lock() if bind is not None and backend_of(bind).one_writer else None
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:

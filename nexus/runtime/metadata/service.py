@@ -24,7 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.errors import Conflict
 from nexus.identity.api import Directory
-from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.platform.failpoints import crash_at
 from nexus.platform.observability import get_logger
 from nexus.runtime.metadata.definitions import (
@@ -95,7 +96,7 @@ async def _stage(engine: AsyncEngine, *, org_id: str, batch: MetadataBatch) -> A
         if problems:
             raise InvalidMetadata(problems)
         await repo.ensure_org_state(org_id)
-        now = await read_db_now_ms(session)
+        now = await read_now_ms(session)
         stager = _Stager(repo, result, org_id=org_id, apply_id=apply_id, now=now)
         staged: list[list[Any]] = []
         for obj in batch.objects:
@@ -205,12 +206,12 @@ async def _complete(
                 operation_id=op["operation_id"],
                 state="applied",
                 actual_fingerprint=after,
-                now_ms=await read_db_now_ms(session),
+                now_ms=await read_now_ms(session),
             )
     crash_at(failpoint, FAILPOINT_AFTER_DDL)  # between DDL and activation
     async with unit_of_work(sessions) as session:
         repo = MetadataRepository(session)
-        now = await read_db_now_ms(session)
+        now = await read_now_ms(session)
         if await repo.finish_apply(org_id=org_id, apply_id=apply_id, state="active", now_ms=now):
             definitions = json.loads(apply_row["definitions"])
             for kind, name, version in definitions:
@@ -236,7 +237,7 @@ async def _fail(
 ) -> None:
     async with unit_of_work(session_factory(engine)) as session:
         repo = MetadataRepository(session)
-        now = await read_db_now_ms(session)
+        now = await read_now_ms(session)
         await repo.finish_operation(
             org_id=org_id,
             operation_id=operation_id,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import MetaData, Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.platform import fast_sql
+from nexus.platform.db import fast_sql
 from nexus.runtime.formula.compiler import Formula, compile_formula
 from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (

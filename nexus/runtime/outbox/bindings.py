@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.contracts.errors import BadRequest, NotFound
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.clock import db_now_ms
 from nexus.platform.secrets import WEBHOOK_SECRET_REF
 from nexus.runtime.admin.repository import AuditRepository
 from nexus.runtime.metadata.definitions import ENDPOINT_NAME

@@ -24,7 +24,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus import __version__
-from nexus.platform.db import reading
+from nexus.platform.db.engine import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import WebhookSecretMissing, read_webhook_secret
 from nexus.platform.standard_webhooks import derive_key, signature_headers

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, RecordError
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal, WorkFailed
 from nexus.runtime.access.service import CallerAccess

@@ -25,6 +25,7 @@ from sqlalchemy import update
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
+from nexus.platform.db.backend import backend_of
 from nexus.platform.doorbell import answering
 from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger
@@ -79,7 +80,7 @@ class OutboxRunner:
                 drain_timeout_s=settings.core.shutdown_grace_seconds / 2,
             ),
         )
-        writers = 1 if state.engine.dialect.name == "sqlite" else cfg.outbox_concurrency
+        writers = 1 if backend_of(state.engine).one_writer else cfg.outbox_concurrency
         self.records = RecordActions(
             state.sessions, MetadataCache(), self.worker.complete_in, asyncio.Semaphore(writers)
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Index, String, Table, Text
 
-from nexus.platform.db import exact_key
+from nexus.platform.db.backend import exact_key
 from nexus.runtime.tables import metadata
 
 auto_number = Table(

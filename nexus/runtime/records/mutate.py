@@ -32,7 +32,7 @@ from nexus.contracts.records import (
     MutateResponse,
     RecordError,
 )
-from nexus.platform import fast_sql
+from nexus.platform.db.clock import read_now_ms
 from nexus.platform.ids import new_id, to_18
 from nexus.platform.observability import get_logger
 from nexus.runtime.access.service import CallerAccess
@@ -128,7 +128,7 @@ async def mutate(
             code=ErrorCategory.LIMIT_EXCEEDED.value,
         )
     store = RecordStore(session, caller.org_id)
-    now_ms = await fast_sql.read_now_ms(await store.connection())
+    now_ms = await read_now_ms(await store.connection())
     ctx = _Context(session, view, access, caller, store, now_ms)
     work = [_Work(index=i, item=item) for i, item in enumerate(request.items)]
     await _replay(ctx, work)

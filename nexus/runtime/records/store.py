@@ -32,7 +32,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nexus.platform import fast_sql
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import backend_of
 from nexus.runtime.records import models as m
 
 #: Built statements kept (a few per record table and shape; tables of a reloaded metadata
@@ -121,7 +122,7 @@ class RecordStore:
         be stale by the time the write lands. SQLite needs nothing: a writer holds the
         whole file from `BEGIN IMMEDIATE` on."""
         wanted = sorted(set(ids))
-        if wanted and self.session.get_bind().dialect.name != "sqlite":
+        if wanted and not backend_of(self.session).one_writer:
             stmt = (
                 select(table.c.id)
                 .where(table.c.org_id == self.org_id, table.c.id.in_(wanted))

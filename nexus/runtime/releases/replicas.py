@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from nexus.contracts.catalog import ReplicaAck, ReplicaAcks
 from nexus.contracts.errors import Conflict
-from nexus.platform.db import read_db_now_ms, session_factory, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.releases.repository import ReleaseRepository
 
@@ -30,7 +31,7 @@ class StaleFencingToken(Conflict):
 async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
     """Record `token` as the org's newest, or refuse it when a newer one was seen."""
     async with unit_of_work(session_factory(engine)) as session:
-        now = await read_db_now_ms(session)
+        now = await read_now_ms(session)
         newest = await ReleaseRepository(session).keep_newest_token(
             org_id=org_id, token=token, now_ms=now
         )
@@ -44,13 +45,13 @@ async def check_fence(engine: AsyncEngine, *, org_id: str, token: int) -> None:
 async def record_prepared(engine: AsyncEngine, *, org_id: str, revision: int) -> None:
     async with unit_of_work(session_factory(engine)) as session:
         await ReleaseRepository(session).record_prepared(
-            org_id=org_id, revision=revision, now_ms=await read_db_now_ms(session)
+            org_id=org_id, revision=revision, now_ms=await read_now_ms(session)
         )
 
 
 async def replica_acks(engine: AsyncEngine, *, live_ms: int) -> ReplicaAcks:
     async with unit_of_work(session_factory(engine), readonly=True) as session:
-        now = await read_db_now_ms(session)
+        now = await read_now_ms(session)
         rows = await ReleaseRepository(session).replicas()
     return ReplicaAcks(
         replicas=[
@@ -96,5 +97,5 @@ class ReplicaHeartbeat:
             replica_id=self.replica_id,
             org_id=org_id,
             revision=revision,
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )

@@ -8,7 +8,7 @@ from sqlalchemy import case, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.platform.db import upsert
+from nexus.platform.db.backend import upsert
 from nexus.runtime.releases import models as m
 
 

@@ -33,7 +33,7 @@ from nexus.contracts.catalog import (
 )
 from nexus.contracts.errors import BadRequest, Conflict
 from nexus.identity.api import Directory
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.metadata.definitions import (
     FlowDef,
     InvalidMetadata,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nexus.platform import fast_sql
-from nexus.platform.db import reading
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
 from nexus.platform.workqueue import retention as work_retention
@@ -55,7 +55,7 @@ class Pruned:
 async def prune_once(engine: AsyncEngine, *, retention_ms: int, batch: int = BATCH) -> Pruned:
     """One retention pass (see the module docstring)."""
     async with reading(engine) as conn:
-        cutoff = await fast_sql.read_now_ms(conn) - retention_ms
+        cutoff = await read_now_ms(conn) - retention_ms
     pruned = Pruned()
     for tables, field in ((inbox_tables.inbox, "inbox"), (outbox_tables.outbox, "outbox")):
         while True:

@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy import select as sql_select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.platform.db.backend import backend_of
 from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
@@ -130,7 +131,7 @@ def choose_mode(session: AsyncSession, words: list[Token], mode: Mode = "auto") 
     dialect = session.get_bind().dialect
     if mode == "like" or any(len(w.text) < MIN_TOKEN for w in words):
         return "like"
-    if dialect.name == "sqlite":
+    if backend_of(dialect).full_text == "fts5":
         return "fts5"
     version = " ".join(str(p) for p in (dialect.server_version_info or ()))
     if "tidb" in version.lower() or any(w.text.lower() in INNODB_STOPWORDS for w in words):

@@ -36,7 +36,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nexus.platform import fast_sql
+from nexus.platform.db import fast_sql
+from nexus.platform.db.backend import backend_of
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.schema.spec import column_name
@@ -142,7 +143,7 @@ async def _write(
     entries: list[dict[str, Any]],
 ) -> None:
     """Remove the rows of `stale` (record id, field name) pairs, then add `entries`."""
-    if conn.dialect.name == "sqlite":
+    if backend_of(conn).full_text == "fts5":
         if stale:
             rowids = [{"rowid": _rowid(org_id, record, field)} for record, field in stale]
             await fast_sql.execute(conn, _FTS_DELETE, rowids)
@@ -226,7 +227,7 @@ async def rebuild_index(
     counts: dict[str, int] = {}
     for obj in chosen:
         fields = searchable_fields(obj)
-        if session.get_bind().dialect.name == "sqlite":
+        if backend_of(session).full_text == "fts5":
             await session.execute(
                 delete(fts_table).where(
                     fts_table.c.org_id == org_id, fts_table.c.object_name == obj.api_name

@@ -14,7 +14,7 @@ from nexus.contracts.usage import (
     UsageRecordResponse,
 )
 from nexus.identity.api import WorkloadCall, workload_call
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.runtime.usage.service import record_usage
 
 router = APIRouter(prefix="/internal/v1/runtime")

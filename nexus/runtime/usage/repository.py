@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.platform.db import upsert
+from nexus.platform.db.backend import upsert
 from nexus.runtime.usage.models import api_usage
 
 

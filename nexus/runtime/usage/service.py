@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.usage import UsageRecordResponse, UserRequests
-from nexus.platform.db import read_db_now_ms
+from nexus.platform.db.clock import read_now_ms
 from nexus.runtime.usage.repository import UsageRepository
 
 
 async def record_usage(session: AsyncSession, counts: list[UserRequests]) -> UsageRecordResponse:
     """Add each user's requests to today's row and return today's totals."""
-    now_ms = await read_db_now_ms(session)
+    now_ms = await read_now_ms(session)
     day = datetime.fromtimestamp(now_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
     merged: dict[tuple[str, str], int] = {}
     for c in counts:

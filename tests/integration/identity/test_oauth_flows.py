@@ -15,7 +15,7 @@ from joserfc.jwk import KeySet
 
 from nexus.identity import admin, service
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from tests.integration.identity.conftest import (
     ADMIN_PASSWORD,
     ALICE_PASSWORD,

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from nexus.runtime.access.service import assign_permission_set
 from tests.integration.identity.conftest import ADMIN_PASSWORD, ALICE_PASSWORD, Identity
 from tests.integration.identity.test_metadata_api import delegated_headers

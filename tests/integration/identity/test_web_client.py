@@ -13,7 +13,7 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from nexus.identity import service
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.setup import WEB_CLIENT_ID, ensure_web_client
-from nexus.platform.db import unit_of_work
+from nexus.platform.db.engine import unit_of_work
 from tests.integration.identity.conftest import (
     ALICE_PASSWORD,
     Identity,

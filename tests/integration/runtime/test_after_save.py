@@ -15,7 +15,7 @@ import pytest_asyncio
 from sqlalchemy import func, select
 
 from nexus.contracts.records import MutateItem, MutateRequest
-from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.db.engine import reading, session_factory, unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.settings import load_settings
 from nexus.runtime.metadata.definitions import InvalidMetadata

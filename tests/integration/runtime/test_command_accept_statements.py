@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 
 from nexus.contracts.commands import AcceptCommandRequest, AcceptCommandResponse, RecordCommand
 from nexus.contracts.errors import Conflict, Forbidden
-from nexus.platform.db import create_engine, reading, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, reading, session_factory, unit_of_work
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.accept import CommandInbox, command_digest
 from nexus.runtime.inbox.queue import inbox_store

@@ -30,7 +30,7 @@ from nexus.contracts.commands import (
     RecordCommand,
 )
 from nexus.integration.delivery.executor import CommandExecutor
-from nexus.platform.db import reading, session_factory
+from nexus.platform.db.engine import reading, session_factory
 from nexus.platform.http_client import internal_client
 from nexus.platform.secrets import workload_signer
 from nexus.platform.workqueue.store import Claimed

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.db.engine import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Retryable, Worker, WorkerSettings
 from nexus.runtime.access.service import assign_permission_set

@@ -13,7 +13,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.platform.db import reading, session_factory, unit_of_work
+from nexus.platform.db.engine import reading, session_factory, unit_of_work
 from nexus.platform.workqueue.store import SUCCESS, Claimed, Outcome
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from nexus.runtime.inbox import models as inbox_tables

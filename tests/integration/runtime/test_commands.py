@@ -18,7 +18,8 @@ from sqlalchemy import func, select
 from nexus.contracts.commands import command_error_is_retryable
 from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import read_db_now_ms, reading, session_factory, unit_of_work
+from nexus.platform.db.clock import read_now_ms
+from nexus.platform.db.engine import reading, session_factory, unit_of_work
 from nexus.platform.workload import DEADLINE_HEADER
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.repository import InboxRepository
@@ -159,7 +160,7 @@ async def test_no_binding_an_inactive_user_or_an_unknown_org_is_refused(
             org_id=inactive_org,
             workload="integration",
             user_id=inactive,
-            now_ms=await read_db_now_ms(session),
+            now_ms=await read_now_ms(session),
         )
         await identity.set_user_active(repo, org_id=inactive_org, user_id=inactive, active=False)
     before = await stored_messages(db)

@@ -203,7 +203,7 @@ async def test_formulas_are_checked_when_saved(
 
 
 async def test_formula_fields_are_computed_on_read(logic: World) -> None:
-    from nexus.platform.db import session_factory, unit_of_work  # noqa: PLC0415
+    from nexus.platform.db.engine import session_factory, unit_of_work  # noqa: PLC0415
     from nexus.runtime.describe import describe_object  # noqa: PLC0415
     from nexus.runtime.query.engine import run_query  # noqa: PLC0415
     from nexus.runtime.query.parser import SoqlError  # noqa: PLC0415
@@ -303,7 +303,7 @@ async def test_formula_fields_are_computed_on_read(logic: World) -> None:
 async def test_formulas_read_parent_paths(logic: World) -> None:
     """Formula fields, validation rules and before-save flows read `Account__r.Owner.Name`
     style paths; SOQL computes and filters on such a formula field."""
-    from nexus.platform.db import session_factory, unit_of_work  # noqa: PLC0415
+    from nexus.platform.db.engine import session_factory, unit_of_work  # noqa: PLC0415
     from nexus.runtime.query.engine import run_query  # noqa: PLC0415
     from tests.integration.runtime.test_records import METADATA  # noqa: PLC0415
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.identity import service as identity_service
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import create_engine, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.query.engine import QueryPage, make_locator, read_locator, run_query
 from nexus.runtime.query.parser import SoqlError
 from tests.integration.runtime.test_records import World, create

@@ -12,7 +12,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.query.engine import run_query
 from tests.integration.runtime.test_records import World, create
 from tests.integration.runtime.test_records import world as world  # noqa: PLC0414  (fixture)

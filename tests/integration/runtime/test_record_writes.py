@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from nexus.contracts.records import ErrorCategory, MutateItem
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.runtime.records import models as records_tables
 from nexus.runtime.search import models as search_tables
 from nexus.runtime.search.index import fts_table

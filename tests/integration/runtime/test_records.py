@@ -18,7 +18,7 @@ from nexus.contracts.records import MutateItem, MutateRequest, MutateResponse, R
 from nexus.contracts.roles import LogicalService
 from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
-from nexus.platform.db import create_engine, session_factory, unit_of_work
+from nexus.platform.db.engine import create_engine, session_factory, unit_of_work
 from nexus.platform.migrations import upgrade_to_head
 from nexus.runtime.access.service import AccessCache, assign_permission_set
 from nexus.runtime.metadata.service import apply_metadata

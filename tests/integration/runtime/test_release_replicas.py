@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from sqlalchemy import select, update
 
-from nexus.platform.db import reading
+from nexus.platform.db.engine import reading
 from nexus.runtime.metadata.view import MetadataCache
 from nexus.runtime.releases import models as releases_tables
 from nexus.runtime.releases.replicas import (

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import func, insert, select, update
 
-from nexus.platform.db import db_now_ms, reading
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import reading
 from nexus.runtime.imports import models as imports_tables
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.records import models as records_tables

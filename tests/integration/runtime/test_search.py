@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import delete, text
 
 from nexus.contracts.records import MutateItem
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.query.parser import SoqlError
 from nexus.runtime.search import models as search_tables
 from nexus.runtime.search.engine import Mode, search_current

@@ -12,7 +12,7 @@ import pytest_asyncio
 from sqlalchemy import event
 
 from nexus.contracts.records import MutateItem
-from nexus.platform.db import session_factory, unit_of_work
+from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.records.graph import read_graph
 from nexus.runtime.records.read import read_selected

@@ -15,7 +15,7 @@ from sqlalchemy import MetaData, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.platform.workqueue.tables import WorkTables, work_tables
 from tests.conftest import Backend

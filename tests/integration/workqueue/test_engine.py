@@ -12,7 +12,7 @@ from sqlalchemy import MetaData, event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.loops import SideTaskDied
 from nexus.platform.workqueue.families import TransferBlocked, transfer
 from nexus.platform.workqueue.store import (

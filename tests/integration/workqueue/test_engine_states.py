@@ -35,7 +35,8 @@ from sqlalchemy import MetaData, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, db_now_ms
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine
 from nexus.platform.workqueue.families import TransferBlocked, transfer
 from nexus.platform.workqueue.store import (
     CANCELLED,

@@ -14,7 +14,8 @@ from sqlalchemy import MetaData, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, db_now_ms, reading
+from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue import retention as work_retention
 from nexus.platform.workqueue.metrics import watching_queues

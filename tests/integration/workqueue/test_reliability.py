@@ -29,7 +29,7 @@ from sqlalchemy import MetaData, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
-from nexus.platform.db import create_engine, reading
+from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.workqueue.families import TransferBlocked, transfer
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore
 from nexus.platform.workqueue.tables import WorkTables, work_tables

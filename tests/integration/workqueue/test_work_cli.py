@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.integration.delivery import models as delivery_tables
-from nexus.platform.db import create_engine
+from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue.store import SUCCESS, NewItem, WorkStore
 from tests.conftest import Backend

@@ -28,8 +28,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from nexus.platform import sqlite_on_loop
-from nexus.platform.db import db_now_ms
+from nexus.platform.db.sqlite import on_loop as sqlite_on_loop
 
 
 @dataclass(frozen=True)
@@ -205,11 +204,3 @@ async def execute(
         return FastResult([], cursor.rowcount)
     kind = _row_type(cursor.description)
     return FastResult([kind(*r) for r in cursor.fetchall()], cursor.rowcount)
-
-
-_NOW_MS = db_now_ms().select()
-
-
-async def read_now_ms(conn: AsyncConnection) -> int:
-    """The database clock in epoch milliseconds, read in `conn`'s transaction."""
-    return int((await execute(conn, _NOW_MS)).scalar_one())

@@ -12,17 +12,13 @@ through a transaction; writers of one process queue for it in FIFO order first
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, String, event, insert, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy import create_engine as sa_create_engine
-from sqlalchemy.dialects import mysql
-from sqlalchemy.dialects.mysql import insert as mysql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -30,42 +26,13 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import FunctionElement
-from sqlalchemy.types import BigInteger, TypeEngine
 
-from nexus.platform import sqlite_checkpoints, sqlite_on_loop, sqlite_writes
+from nexus.platform.db.sqlite import checkpoints as sqlite_checkpoints
+from nexus.platform.db.sqlite import on_loop as sqlite_on_loop
+from nexus.platform.db.sqlite import writes as sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
-
-
-class db_now_ms(FunctionElement[int]):
-    """The database clock as integer epoch milliseconds, computed inside the statement."""
-
-    type = BigInteger()
-    inherit_cache = True
-    name = "db_now_ms"
-
-
-@compiles(db_now_ms)
-def _db_now_generic(element: db_now_ms, compiler: Any, **kw: Any) -> str:
-    return "db_now_ms()"  # only for str(statement); every real dialect has its own below
-
-
-@compiles(db_now_ms, "sqlite")
-def _db_now_sqlite(element: db_now_ms, compiler: Any, **kw: Any) -> str:
-    # 'now' is stable within one sqlite3_step, so both halves read the same instant.
-    return (
-        "(CAST(strftime('%s','now') AS INTEGER) * 1000"
-        " + CAST(substr(strftime('%f','now'), 4) AS INTEGER))"
-    )
-
-
-@compiles(db_now_ms, "mysql")
-def _db_now_mysql(element: db_now_ms, compiler: Any, **kw: Any) -> str:
-    # Sessions run with time_zone '+00:00' (see create_engine), so NOW(3) is UTC.
-    return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 
 
 def create_engine(
@@ -248,16 +215,6 @@ async def unit_of_work(
             raise
 
 
-async def read_db_now_ms(session: AsyncSession) -> int:
-    """The database clock in epoch milliseconds."""
-    return int((await session.execute(db_now_ms().select())).scalar_one())
-
-
-async def db_now(session: AsyncSession) -> datetime:
-    """The database clock as an aware UTC datetime."""
-    return datetime.fromtimestamp(await read_db_now_ms(session) / 1000, tz=UTC)
-
-
 async def ping(engine: AsyncEngine) -> None:
     """Raise if the database cannot answer a trivial query."""
     async with engine.connect() as conn:
@@ -267,41 +224,6 @@ async def ping(engine: AsyncEngine) -> None:
 def describe_backend(engine: AsyncEngine) -> str:
     """A log-safe name for the backend (never the URL: it may carry credentials)."""
     return f"{engine.dialect.name}+{engine.dialect.driver}"
-
-
-def insert_ignore(table: Any, dialect: str) -> Any:
-    """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
-    return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
-
-
-def upsert(
-    table: Any,
-    dialect: str,
-    key: list[Any],
-    changes: Callable[[Any], dict[str, Any] | list[tuple[str, Any]]],
-) -> Any:
-    """INSERT, or on a duplicate `key` UPDATE with `changes(incoming)` (`incoming` names
-    the row the INSERT would have written: SQLite's `excluded`, MySQL's `inserted`).
-    One statement that takes the row's exclusive lock: an INSERT IGNORE followed by an
-    UPDATE takes a shared lock first on InnoDB, and two such transactions on one row
-    deadlock when both upgrade. MySQL applies the assignments left to right, each seeing
-    the ones before it (SQLite: all see the old row); when that matters, give `changes` as
-    a list of (column, value) pairs in the order to apply."""
-    if dialect == "sqlite":
-        lite = sqlite_insert(table)
-        return lite.on_conflict_do_update(index_elements=key, set_=dict(changes(lite.excluded)))
-    my = mysql_insert(table)
-    return my.on_duplicate_key_update(changes(my.inserted))
-
-
-def exact_key(length: int) -> TypeEngine[str]:
-    """A string key compared byte for byte on every backend. MySQL/MariaDB's default utf8mb4
-    collation is case- and accent-insensitive ('Acct-1' = 'acct-1'), which would merge keys
-    that differ only in case: two lanes into one, a second delivery id into a "redelivery"
-    of the first. SQLite (and TiDB's default) already compare bytes."""
-    return String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
-    )
 
 
 @asynccontextmanager

@@ -1,0 +1,87 @@
+"""What differs between the backends (SQLite, MySQL/MariaDB/TiDB), in one place.
+
+`Backend` names what a database can do (capabilities), so callers ask `backend_of(x).single_writer`
+instead of comparing dialect names; the statement helpers below build the one portable form
+of an insert-or-ignore, an upsert and a byte-compared key for each dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import String, insert
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.types import TypeEngine
+
+
+def insert_ignore(table: Any, dialect: str) -> Any:
+    """INSERT that skips rows whose key already exists (SQLite `OR IGNORE`, MySQL `IGNORE`)."""
+    return insert(table).prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
+
+
+def upsert(
+    table: Any,
+    dialect: str,
+    key: list[Any],
+    changes: Callable[[Any], dict[str, Any] | list[tuple[str, Any]]],
+) -> Any:
+    """INSERT, or on a duplicate `key` UPDATE with `changes(incoming)` (`incoming` names
+    the row the INSERT would have written: SQLite's `excluded`, MySQL's `inserted`).
+    One statement that takes the row's exclusive lock: an INSERT IGNORE followed by an
+    UPDATE takes a shared lock first on InnoDB, and two such transactions on one row
+    deadlock when both upgrade. MySQL applies the assignments left to right, each seeing
+    the ones before it (SQLite: all see the old row); when that matters, give `changes` as
+    a list of (column, value) pairs in the order to apply."""
+    if dialect == "sqlite":
+        lite = sqlite_insert(table)
+        return lite.on_conflict_do_update(index_elements=key, set_=dict(changes(lite.excluded)))
+    my = mysql_insert(table)
+    return my.on_duplicate_key_update(changes(my.inserted))
+
+
+def exact_key(length: int) -> TypeEngine[str]:
+    """A string key compared byte for byte on every backend. MySQL/MariaDB's default utf8mb4
+    collation is case- and accent-insensitive ('Acct-1' = 'acct-1'), which would merge keys
+    that differ only in case: two lanes into one, a second delivery id into a "redelivery"
+    of the first. SQLite (and TiDB's default) already compare bytes."""
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+    )
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What one kind of database can do; ask these instead of comparing dialect names."""
+
+    dialect: str  # SQLAlchemy's dialect name: the key of the statement helpers below
+    #: Write transactions run one at a time per database (SQLite: `BEGIN IMMEDIATE` holds the
+    #: whole file). Then nothing needs row locks, a claim round can carry the outcomes of the
+    #: last one in its own transaction, and a second concurrent writer only waits.
+    one_writer: bool
+    #: How text search is indexed: "fts5" (SQLite's FTS5 virtual table, kept in step by the
+    #: indexer) or "fulltext" (an InnoDB FULLTEXT index queried with MATCH ... AGAINST).
+    full_text: str
+    #: String keys need a binary collation to compare byte for byte (MySQL/MariaDB's default
+    #: utf8mb4 collation is case- and accent-insensitive; see `exact_key`).
+    keys_need_binary_collation: bool
+
+
+SQLITE = Backend("sqlite", one_writer=True, full_text="fts5", keys_need_binary_collation=False)
+MYSQL = Backend("mysql", one_writer=False, full_text="fulltext", keys_need_binary_collation=True)
+_BY_DIALECT = {b.dialect: b for b in (SQLITE, MYSQL)}
+
+
+def backend_of(bind: Any) -> Backend:
+    """The backend of an engine, connection or session (sync or async), or of a dialect."""
+    dialect = getattr(bind, "dialect", None)
+    if dialect is None and hasattr(bind, "get_bind"):
+        dialect = bind.get_bind().dialect
+    name = getattr(dialect or bind, "name", None)
+    try:
+        return _BY_DIALECT[str(name)]
+    except KeyError:
+        raise ValueError(f"unsupported database dialect {name!r}") from None
