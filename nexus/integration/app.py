@@ -21,12 +21,18 @@ from nexus.contracts.roles import LogicalService, Role
 from nexus.integration.delivery.models import work
 from nexus.integration.ingress.endpoints import HOOKS_PREFIX, HooksEndpoint
 from nexus.integration.ingress.service import IngressService, RouteCache
-from nexus.integration.ingress.writer import EngineStore, ReceiptStore, ReceiptWriter, SqliteStore
+from nexus.integration.ingress.writer import (
+    EngineStore,
+    ReceiptStore,
+    ReceiptWriter,
+    SqliteReceipts,
+)
 from nexus.integration.loops import IntegrationLoops
 from nexus.integration.operations.endpoints import router as admin_router
 from nexus.integration.operations.retention import retention_loop
 from nexus.integration.routing.catalog_sync import following_catalog
 from nexus.platform.db.engine import create_sqlite_sync_engine, is_sqlite_file, sqlite_write_gate
+from nexus.platform.db.sqlite.batch import SqliteWriter
 from nexus.platform.operator_gate import operator_gate
 from nexus.platform.secrets import workload_signer
 from nexus.platform.service_app import ServiceState, create_service_app, role_engine
@@ -55,10 +61,12 @@ def create_app(settings: Settings, *, loops: Loops = "all") -> FastAPI:
             sync_engine = create_sqlite_sync_engine(
                 url, sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms
             )
-            return SqliteStore(
-                sync_engine,
-                write_gate=sqlite_write_gate(url),
-                turn_timeout_s=settings.db.sqlite_busy_timeout_ms / 1000,
+            return SqliteReceipts(
+                SqliteWriter(
+                    sync_engine,
+                    write_gate=sqlite_write_gate(url),
+                    turn_timeout_s=settings.db.sqlite_busy_timeout_ms / 1000,
+                )
             )
         return EngineStore(ingress_engine)
 

@@ -20,10 +20,11 @@ from nexus.contracts.roles import LogicalService
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.ingress.repository import ReceiptRow, Stored, store_receipts
 from nexus.integration.ingress.service import RouteCache
-from nexus.integration.ingress.writer import SqliteStore
+from nexus.integration.ingress.writer import SqliteReceipts
 from nexus.integration.routing.routes import parse_route_file
 from nexus.integration.routing.service import apply_routes
 from nexus.platform.db.engine import create_engine, create_sqlite_sync_engine
+from nexus.platform.db.sqlite.batch import SqliteWriter
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.observability import configure_logging
 from nexus.platform.secrets import webhook_secret_dir, write_webhook_secret
@@ -104,7 +105,7 @@ async def test_the_raw_sqlite3_transaction_stores_what_store_receipts_stores(
 ) -> None:
     url, direct_db = await migrated(tmp_path / "direct.sqlite3")
     _, reference_db = await migrated(tmp_path / "reference.sqlite3")
-    store = SqliteStore(create_sqlite_sync_engine(url))
+    store = SqliteReceipts(SqliteWriter(create_sqlite_sync_engine(url)))
     try:
         by_direct: list[list[Stored]] = []
         by_reference: list[list[Stored]] = []
@@ -133,7 +134,7 @@ async def test_a_failed_batch_rolls_back_and_the_next_one_gets_a_new_connection(
     tmp_path: Path,
 ) -> None:
     url, engine = await migrated(tmp_path / "direct.sqlite3")
-    store = SqliteStore(create_sqlite_sync_engine(url))
+    store = SqliteReceipts(SqliteWriter(create_sqlite_sync_engine(url)))
     broken = row("x", "x" * 32)
     broken.body_bytes = None  # type: ignore[assignment]  # NOT NULL: the INSERT fails
     try:

@@ -7,8 +7,9 @@ request's future: every acknowledgement waits for its own commit. A failed trans
 every request in it with `ServiceUnavailable` (503); none is acknowledged. Statement count,
 not row count, is what costs, so a batch of 100 costs about what a batch of 1 does.
 
-How a batch reaches the database is a `ReceiptStore`. On SQLite, `SqliteStore` runs BEGIN
-IMMEDIATE, the INSERT and COMMIT straight on a sqlite3 connection on the loop's thread:
+How a batch reaches the database is a `ReceiptStore`. On SQLite, `SqliteReceipts` runs BEGIN
+IMMEDIATE, the INSERT and COMMIT straight on a sqlite3 connection on the loop's thread
+(`platform/db/sqlite/batch.SqliteWriter`):
 through aiosqlite each of the ~8 driver calls of a batch is a thread round trip, and on a
 loaded 2-vCPU machine those hops, not SQLite, were most of a batch's time (measured ~350 us
 each). Other backends go through the async engine (`EngineStore`, one `run_sync` per batch).
@@ -21,13 +22,11 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import Counter, Histogram
-from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.pool import PoolProxiedConnection
 
 from nexus.contracts.errors import ServiceUnavailable
 from nexus.integration.ingress.repository import (
@@ -36,7 +35,7 @@ from nexus.integration.ingress.repository import (
     store_receipts,
     store_receipts_sqlite,
 )
-from nexus.platform.db.sqlite import writes as sqlite_writes
+from nexus.platform.db.sqlite.batch import SqliteWriter
 from nexus.platform.observability import get_logger
 
 log = get_logger(__name__)
@@ -117,62 +116,20 @@ class EngineStore:
                 await self._idle.pop().close()
 
 
-class SqliteStore:
-    """A batch straight on a sqlite3 connection, on the event loop's thread, once it is this
-    process's turn to write the file (`write_gate`).
+class SqliteReceipts:
+    """A batch as one transaction of the platform's SQLite writer (`SqliteWriter`: BEGIN
+    IMMEDIATE, the INSERT and COMMIT straight on a kept sqlite3 connection, in this
+    process's write turn), with the INSERT in its DB-API form (`store_receipts_sqlite`)."""
 
-    The transaction runs on the connection itself (`BEGIN IMMEDIATE`, `store_receipts_sqlite`,
-    `COMMIT`): SQLAlchemy's execution, transaction object and begin event cost about as much
-    as SQLite's own work for a small batch (ADR 0054). It runs on the loop, like the loops'
-    engine (ADR 0049), not on a writer thread: the turn was held from the moment it was
-    granted until the loop came back to the thread's answer, two trips through a busy loop
-    around ~1 ms of work, and every other writer of the file queued behind that (ADR 0057).
-    The connection is kept between batches; one that fails is closed and replaced.
-    """
-
-    def __init__(
-        self, engine: Engine, *, write_gate: str | None = None, turn_timeout_s: float = 5.0
-    ) -> None:
-        self.engine = engine
-        self.write_gate = write_gate  # the file's in-process write queue (`sqlite_writes`)
-        self.turn_timeout_s = turn_timeout_s
-        self._conn: PoolProxiedConnection | None = None
+    def __init__(self, writer: SqliteWriter) -> None:
+        self.writer = writer
 
     async def commit(self, rows: list[ReceiptRow]) -> list[Stored]:
-        if self.write_gate is None:
-            return self._commit(rows)
-        # queue with this process's other writers (router, executor) instead of meeting them
-        # in SQLite's busy handler, whose sleeps were most of a webhook's ack time
-        async with sqlite_writes.write_turn(self.write_gate, self.turn_timeout_s):
-            return self._commit(rows)
-
-    def _commit(self, rows: list[ReceiptRow]) -> list[Stored]:
-        if self._conn is None:  # its pragmas are set by the engine's connect event; the
-            self._conn = self.engine.raw_connection()  # driver in autocommit mode
-        conn = self._conn
-        sqlite: Any = conn.driver_connection
-        try:
-            sqlite.execute("BEGIN IMMEDIATE")
-            try:
-                stored = store_receipts_sqlite(sqlite, self.engine.dialect, rows)
-                sqlite.execute("COMMIT")  # acknowledged only once this returns
-            except BaseException:
-                if sqlite.in_transaction:
-                    sqlite.execute("ROLLBACK")
-                raise
-        except BaseException:
-            self._conn = None
-            with contextlib.suppress(Exception):
-                conn.invalidate()
-            raise
-        return stored
+        dialect = self.writer.dialect
+        return await self.writer.run(lambda sqlite: store_receipts_sqlite(sqlite, dialect, rows))
 
     async def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-        self.engine.dispose()
+        await self.writer.close()
 
 
 class ReceiptWriter:
