@@ -6,6 +6,6 @@ backend.py    what differs per backend: capability flags and portable statement 
 fast_sql.py   hot statements compiled once, straight to sqlite3 on the loop for SQLite
 sqlite/       the SQLite fast lane: the driver on the event loop (on_loop), write turns
               across processes (writes), WAL checkpoints off the writers' path
-              (checkpoints), whole write transactions on a kept sqlite3
-                  connection (batch)
+              (checkpoints), whole write transactions on a kept sqlite3 connection
+              (batch)
 """
