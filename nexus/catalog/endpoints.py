@@ -29,11 +29,11 @@ from nexus.catalog.service import (
 )
 from nexus.contracts.catalog import SNAPSHOT_PATH, Consumer, Snapshot
 from nexus.contracts.errors import BadRequest, Forbidden, NotFound, Unauthorized
+from nexus.contracts.roles import CATALOG_AUDIENCE
 from nexus.platform.db.engine import session_factory, unit_of_work
 from nexus.platform.workload import WORKLOAD_HEADER, WorkloadTokenInvalid, verify_workload_token
 
 ADMIN_PREFIX = "/admin/v1/catalog"
-CATALOG_AUDIENCE = "catalog"
 #: which workload may read which consumer's projection
 READERS: dict[str, Consumer] = {
     "runtime-api": "runtime",

@@ -22,10 +22,10 @@ from nexus.contracts.catalog import (
     ReplicaAcks,
 )
 from nexus.contracts.errors import BadRequest, UpstreamError
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.platform.http_client import InternalClient, InternalRefused, InternalUnreachable
 from nexus.platform.workload import WorkloadSigner
 
-RUNTIME_AUDIENCE = "runtime-api"
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -4,6 +4,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+#: A role exchanges a user's credential for a delegation here (identity in runtime-api).
+EXCHANGE_PATH = "/internal/v1/identity/exchange"
+
 
 class TrustedCall(BaseModel):
     """Who is calling, established only by Identity's interceptor, never by a request field."""

@@ -14,6 +14,11 @@ class Role(StrEnum):
     APP = "app"
 
 
+#: Workload-token audiences: a signed call names the role it is for.
+RUNTIME_AUDIENCE = Role.RUNTIME_API.value
+CATALOG_AUDIENCE = Role.CATALOG.value
+
+
 class LogicalService(StrEnum):
     """A logical service owns one logical database; roles of one service share it."""
 

@@ -21,6 +21,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey
 
 from nexus.contracts.identity import TrustedCall
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.identity.errors import InvalidToken
 from nexus.identity.keys import TokenInvalid
 from nexus.identity.service import IdentityConfig
@@ -30,7 +31,6 @@ from nexus.platform.workload import (
 )
 
 DELEGATION_TYPE = "delegation+jwt"
-RUNTIME_AUDIENCE = "runtime-api"
 CLOCK_SKEW_SECONDS = 5
 
 #: Which workload may call which internal Runtime capability. Runtime decides; callers only

@@ -10,8 +10,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.identity import service
-from nexus.identity.delegation import RUNTIME_AUDIENCE, WorkloadVerifier
+from nexus.identity.delegation import WorkloadVerifier
 from nexus.identity.endpoints import DEFAULT_CLIENT_ID, IdentityState
 from nexus.identity.interceptor import Authenticator
 from nexus.identity.keys import KeyRing, ensure_key, key_dir

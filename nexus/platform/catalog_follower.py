@@ -22,12 +22,13 @@ from nexus.contracts.catalog import (
     SnapshotKeeper,
     SnapshotRejected,
 )
+from nexus.contracts.roles import CATALOG_AUDIENCE
+from nexus.platform.http_client import InternalClient, InternalRefused, InternalUnreachable
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import every
-from nexus.platform.workload import WORKLOAD_HEADER
+from nexus.platform.workload import WorkloadSigner
 
 log = get_logger(__name__)
-CATALOG_AUDIENCE = "catalog"
 
 
 class SnapshotFollower:
@@ -35,18 +36,12 @@ class SnapshotFollower:
         self,
         consumer: Consumer,
         *,
-        catalog_url: str,
-        token: Callable[[], str],
-        client: httpx.AsyncClient,
+        catalog: InternalClient,
         apply: Callable[[Snapshot], Awaitable[None]],
-        timeout_s: float = 5.0,
     ) -> None:
         self.keeper = SnapshotKeeper(consumer)
-        self.url = catalog_url.rstrip("/") + SNAPSHOT_PATH
-        self.token = token
-        self.client = client
+        self.catalog = catalog  # signed calls to the catalog role
         self.apply = apply
-        self.timeout_s = timeout_s
         #: the revision `apply` last completed for (a failed apply is retried next step)
         self.applied_revision = 0
         self.reachable: bool | None = None
@@ -58,28 +53,19 @@ class SnapshotFollower:
     async def fetch(self) -> object | None:
         """The raw snapshot body, or None when Catalog is unreachable or has none active."""
         try:
-            reply = await self.client.get(
-                self.url,
-                params={"consumer": self.consumer},
-                headers={WORKLOAD_HEADER: self.token()},
-                timeout=self.timeout_s,
-            )
-        except httpx.HTTPError as exc:
+            body: object = await self.catalog.get(SNAPSHOT_PATH, params={"consumer": self.consumer})
+        except InternalUnreachable as exc:
             if self.reachable is not False:  # log the change, not every tick
-                log.warning("catalog.snapshot_unreachable", error=type(exc).__name__)
+                log.warning("catalog.snapshot_unreachable", error=exc.error)
             self.reachable = False
             return None
+        except InternalRefused as exc:
+            self.reachable = True
+            if exc.status != 404:
+                log.warning("catalog.snapshot_refused", status=exc.status)
+            return None
         self.reachable = True
-        if reply.status_code == 404:
-            return None
-        if reply.status_code != 200:
-            log.warning("catalog.snapshot_refused", status=reply.status_code)
-            return None
-        try:
-            body: object = reply.json()
-        except ValueError:
-            return {}  # the keeper refuses it as not well formed
-        return body
+        return {} if body is None else body  # not JSON: the keeper refuses it as not well formed
 
     async def step(self) -> None:
         raw = await self.fetch()
@@ -112,23 +98,30 @@ async def following(
     consumer: Consumer,
     *,
     catalog_url: str,
-    token: Callable[[], str],
+    signer: WorkloadSigner,
     apply: Callable[[Snapshot], Awaitable[None]],
     interval_s: float,
     org_id: str | None = None,
     client: httpx.AsyncClient | None = None,
+    timeout_s: float = 5.0,
 ) -> AsyncIterator[SnapshotFollower | None]:
     """Follow `consumer`'s snapshot every `interval_s` seconds while the block runs (not at
-    all when it is 0), on `client` or, without one, on a client of its own."""
+    all when it is 0), signed by `signer`, on `client` or, without one, on a client of its
+    own."""
     if interval_s <= 0:
         yield None
         return
     async with AsyncExitStack() as stack:
         if client is None:
             client = await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
-        follower = SnapshotFollower(
-            consumer, catalog_url=catalog_url, token=token, client=client, apply=apply
+        catalog = InternalClient(
+            base_url=catalog_url,
+            signer=signer,
+            audience=CATALOG_AUDIENCE,
+            client=client,
+            timeout_s=timeout_s,
         )
+        follower = SnapshotFollower(consumer, catalog=catalog, apply=apply)
         follower.keeper.org_id = org_id
         async with every(interval_s, follower.step, name=f"catalog-snapshot-{consumer}"):
             yield follower

@@ -16,7 +16,9 @@ deadline) and read its answer; callers map its two errors to their own.
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 import aiohttp
@@ -51,11 +53,18 @@ def internal_client(
 
 class InternalUnreachable(Exception):
     """Nothing came back: the connection failed, or no answer before the timeout. The message
-    names the transport error's class only (never a URL with data, a header or a body)."""
+    names the transport error's class only (never a URL with data, a header or a body).
+    `nothing_sent`: no connection was made (refused, or the connect timed out), so the other
+    role cannot have acted on the request; otherwise it may have."""
 
     def __init__(self, error: BaseException) -> None:
         self.timed_out = isinstance(error, httpx.TimeoutException)
+        self.nothing_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
         self.error = type(error).__name__
+        root = error
+        while root.__cause__ is not None:  # the transport's own exception, under httpx's
+            root = root.__cause__
+        self.cause = type(root).__name__
         super().__init__(f"no answer ({self.error})")
 
 
@@ -71,6 +80,15 @@ class InternalRefused(Exception):
         self.message = str(error.get("message") or "")
         self.fields: dict[str, Any] | None = fields if isinstance(fields, dict) else None
         super().__init__(f"answered {status} {self.code}".strip())
+
+
+@dataclass(frozen=True)
+class RawAnswer:
+    """An answer of any status, as bytes (cut past the caller's limit)."""
+
+    status: int
+    body: bytes
+    retry_after: str | None
 
 
 class InternalClient:
@@ -116,18 +134,68 @@ class InternalClient:
         delegation: str | None = None,
         model: type[M] | None = None,
     ) -> Any:
-        deadline_ms = int((time.time() + self.timeout_s) * 1000)
-        headers = self.signer.headers(self.audience, deadline_ms=deadline_ms, delegation=delegation)
         try:
             reply = await self.client.post(
-                f"{self.base_url}{path}", json=body, headers=headers, timeout=self.timeout_s
+                f"{self.base_url}{path}",
+                json=body,
+                headers=self._headers(delegation),
+                timeout=self.timeout_s,
             )
         except httpx.HTTPError as exc:
             raise InternalUnreachable(exc) from None
+        return self._answer(reply.status_code, reply.content, model)
+
+    async def get(self, path: str, *, params: dict[str, str] | None = None) -> Any:
+        """A signed GET; the 200 answer's JSON (None when it is not JSON). Errors as `post`."""
         try:
-            answer = reply.json() if reply.content else None
+            reply = await self.client.get(
+                f"{self.base_url}{path}",
+                params=params,
+                headers=self._headers(None),
+                timeout=self.timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            raise InternalUnreachable(exc) from None
+        return self._answer(reply.status_code, reply.content, None)
+
+    async def exchange(
+        self, path: str, content: bytes, *, answer_limit: int, error_limit: int
+    ) -> RawAnswer:
+        """A signed POST of a body the caller serialized, answered with ANY status (the caller
+        reads it per item): the bytes of a 2xx answer up to `answer_limit`, of any other up to
+        `error_limit`, read as they stream. Only transport failures raise
+        (`InternalUnreachable`)."""
+        headers = self._headers(None)
+        headers["content-type"] = "application/json"
+        try:
+            async with self.client.stream(
+                "POST",
+                f"{self.base_url}{path}",
+                content=content,
+                headers=headers,
+                timeout=self.timeout_s,
+            ) as response:
+                status = response.status_code
+                limit = answer_limit if 200 <= status < 300 else error_limit
+                raw = b""
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    if len(raw) > limit:
+                        break
+                return RawAnswer(status, raw, response.headers.get("retry-after"))
+        except httpx.HTTPError as exc:
+            raise InternalUnreachable(exc) from None
+
+    def _headers(self, delegation: str | None) -> dict[str, str]:
+        deadline_ms = int((time.time() + self.timeout_s) * 1000)
+        return self.signer.headers(self.audience, deadline_ms=deadline_ms, delegation=delegation)
+
+    @staticmethod
+    def _answer(status: int, content: bytes, model: type[M] | None) -> Any:
+        try:
+            answer = json.loads(content) if content else None
         except ValueError:
             answer = None
-        if reply.status_code != 200:
-            raise InternalRefused(reply.status_code, answer)
+        if status != 200:
+            raise InternalRefused(status, answer)
         return answer if model is None else model.model_validate(answer)

@@ -19,11 +19,13 @@ from nexus.contracts.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from nexus.contracts.identity import EXCHANGE_PATH
 from nexus.contracts.operators import (
     OPERATOR_CHECK_PATH,
     OperatorCheckRequest,
     OperatorCheckResponse,
 )
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.platform.http_client import InternalClient, InternalRefused, InternalUnreachable
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import workload_signer
@@ -31,8 +33,6 @@ from nexus.platform.settings import Settings
 
 log = get_logger(__name__)
 
-EXCHANGE_PATH = "/internal/v1/identity/exchange"
-RUNTIME_AUDIENCE = "runtime-api"
 #: How long one admin request waits for Runtime's answer.
 OPERATOR_CHECK_TIMEOUT_SECONDS = 5.0
 

@@ -6,11 +6,16 @@ from typing import Any
 
 import httpx
 import pytest
+from joserfc.jwk import ECKey
 
 from nexus.contracts.catalog import Snapshot
+from nexus.contracts.roles import CATALOG_AUDIENCE
 from nexus.platform.catalog_follower import SnapshotFollower
+from nexus.platform.http_client import InternalClient
+from nexus.platform.workload import WorkloadSigner, verify_workload_token
 
 pytestmark = pytest.mark.asyncio
+KEY = ECKey.generate_key("P-256", private=True)
 
 
 def snapshot(revision: int, routes: list[str]) -> dict[str, Any]:
@@ -53,13 +58,14 @@ async def test_follows_verified_revisions_and_keeps_the_last_one() -> None:
         applied.append(found.catalog_revision)
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(catalog)) as client:
-        follower = SnapshotFollower(
-            "integration",
-            catalog_url="http://catalog",
-            token=lambda: "signed",
+        catalog_client = InternalClient(
+            base_url="http://catalog",
+            signer=WorkloadSigner("integration", KEY),
+            audience=CATALOG_AUDIENCE,
             client=client,
-            apply=apply,
+            timeout_s=5,
         )
+        follower = SnapshotFollower("integration", catalog=catalog_client, apply=apply)
         await follower.step()  # nothing active yet
         assert applied == []
         catalog.reply = httpx.Response(200, json=snapshot(3, ["a"]))
@@ -68,7 +74,9 @@ async def test_follows_verified_revisions_and_keeps_the_last_one() -> None:
         assert applied == [3]
         request = catalog.seen[-1]
         assert request.url.params["consumer"] == "integration"
-        assert request.headers["x-nexus-workload"] == "signed"
+        token = request.headers["x-nexus-workload"]
+        keys = {"integration": KEY}
+        assert verify_workload_token(token, keys, audience=CATALOG_AUDIENCE) == "integration"
 
         tampered = snapshot(4, ["a", "b"])
         tampered["content"]["routes"] = []

@@ -26,7 +26,7 @@ from nexus.apps.sfcrm.runtime_client import RuntimeClient, runtime_session
 from nexus.contracts.catalog import Snapshot
 from nexus.contracts.errors import NexusError, NotFound
 from nexus.contracts.roles import Role
-from nexus.platform.catalog_follower import CATALOG_AUDIENCE, following
+from nexus.platform.catalog_follower import following
 from nexus.platform.http import OpsInfo, create_role_app, error_response
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
@@ -132,7 +132,7 @@ def create_app(settings: Settings) -> FastAPI:
             following(
                 "app",
                 catalog_url=settings.upstream_url(Role.CATALOG.value),
-                token=lambda: signer.token(CATALOG_AUDIENCE),
+                signer=signer,
                 apply=adopt,
                 interval_s=settings.api.app_catalog_poll_seconds,
             ),

@@ -24,6 +24,8 @@ import aiohttp
 import orjson
 
 from nexus.apps.sfcrm.errors import SfError, from_runtime
+from nexus.contracts.identity import EXCHANGE_PATH
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.platform.observability import get_logger
 from nexus.platform.workload import (
     DEADLINE_HEADER,
@@ -35,8 +37,6 @@ from nexus.platform.workload import (
 
 log = get_logger(__name__)
 
-RUNTIME_AUDIENCE = "runtime-api"
-EXCHANGE_PATH = "/internal/v1/identity/exchange"
 RUNTIME_PREFIX = "/internal/v1/runtime"
 #: A kept delegation is used until this many seconds before it expires.
 DELEGATION_MARGIN_SECONDS = 15

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import re
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +44,12 @@ from nexus.contracts.commands import (
     CommandResult,
     command_error_is_retryable,
 )
+from nexus.contracts.roles import RUNTIME_AUDIENCE
+from nexus.platform.http_client import InternalClient, InternalUnreachable
 from nexus.platform.workload import WorkloadSigner
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Retryable, Terminal, WorkFailed
 
-RUNTIME_AUDIENCE = "runtime-api"
 MAX_ANSWER_BYTES = 64 * 1024
 MAX_BATCH_ANSWER_BYTES = 1024 * 1024
 MAX_RETRY_AFTER_MS = 300_000
@@ -97,8 +97,14 @@ class CommandExecutor:
         max_bytes: int = MAX_BATCH_BYTES,
         max_in_flight: int = 2,
     ) -> None:
-        self.client = client  # base_url = Runtime's API
-        self.signer = signer
+        # signed calls to Runtime (the client's base_url is Runtime's API)
+        self.runtime = InternalClient(
+            base_url="",
+            signer=signer,
+            audience=RUNTIME_AUDIENCE,
+            client=client,
+            timeout_s=timeout_seconds,
+        )
         self.timeout_seconds = timeout_seconds
         self.window_seconds = window_seconds
         self.max_commands = max(1, min(max_commands, MAX_BATCH_COMMANDS))
@@ -210,52 +216,35 @@ class CommandExecutor:
 
     async def _exchange(self, batch: list[_Queued]) -> list[WorkFailed | None]:
         """One request; one outcome per command (None = accepted), or one for them all."""
+        content = b'{"commands":[' + b",".join(q.payload for q in batch) + b"]}"
         try:
-            status, raw, retry_after = await self._post(batch)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
-            return [Retryable(f"Runtime unreachable ({_cause(exc)})")]
-        except httpx.TimeoutException as exc:  # sent, maybe accepted: ask again, same ids
-            return [
-                Retryable(
-                    f"no answer from Runtime within {self.timeout_seconds:g}s "
-                    f"({_cause(exc)}); sent again under the same message id"
-                )
-            ]
-        except httpx.TransportError as exc:
-            return [Retryable(f"the exchange with Runtime broke ({_cause(exc)})")]
+            reply = await self.runtime.exchange(
+                COMMANDS_BATCH_PATH,
+                content,
+                answer_limit=MAX_BATCH_ANSWER_BYTES,
+                error_limit=MAX_ANSWER_BYTES,
+            )
+        except InternalUnreachable as exc:
+            if exc.nothing_sent:
+                return [Retryable(f"Runtime unreachable ({exc.cause})")]
+            if exc.timed_out:  # sent, maybe accepted: ask again, same ids
+                return [
+                    Retryable(
+                        f"no answer from Runtime within {self.timeout_seconds:g}s "
+                        f"({exc.cause}); sent again under the same message id"
+                    )
+                ]
+            return [Retryable(f"the exchange with Runtime broke ({exc.cause})")]
+        status = reply.status
         if 200 <= status < 300:
-            return _per_command(batch, raw)
-        answer = _Answer.parse(raw, retry_after)
+            return _per_command(batch, reply.body)
+        answer = _Answer.parse(reply.body, reply.retry_after)
         body = answer.body
         code = body.get("code") if body is not None else None
         message = _answered(status, code)
         if command_error_is_retryable(status, body):
             return [Retryable(message, delay_ms=answer.retry_after_ms)]
         return [Terminal(message)]
-
-    async def _post(self, batch: list[_Queued]) -> tuple[int, bytes, str | None]:
-        """Status, body (an error's cut at 64 KiB, an answer's at 1 MiB) and Retry-After."""
-        timeout_ms = int(self.timeout_seconds * 1000)
-        headers = self.signer.headers(
-            RUNTIME_AUDIENCE, deadline_ms=int(time.time() * 1000) + timeout_ms
-        )
-        headers["content-type"] = "application/json"
-        content = b'{"commands":[' + b",".join(q.payload for q in batch) + b"]}"
-        async with self.client.stream(
-            "POST",
-            COMMANDS_BATCH_PATH,
-            content=content,
-            headers=headers,
-            timeout=self.timeout_seconds,
-        ) as response:
-            status = response.status_code
-            limit = MAX_BATCH_ANSWER_BYTES if 200 <= status < 300 else MAX_ANSWER_BYTES
-            raw = b""
-            async for chunk in response.aiter_bytes():
-                raw += chunk
-                if len(raw) > limit:
-                    break
-            return status, raw, response.headers.get("retry-after")
 
 
 def _per_command(batch: list[_Queued], raw: bytes) -> list[WorkFailed | None]:

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.catalog import Snapshot
 from nexus.contracts.roles import Role
 from nexus.integration.routing.service import apply_catalog_routes
-from nexus.platform.catalog_follower import CATALOG_AUDIENCE, SnapshotFollower, following
+from nexus.platform.catalog_follower import SnapshotFollower, following
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import workload_signer
 from nexus.platform.settings import Settings
@@ -50,7 +50,7 @@ async def following_catalog(
     async with following(
         "integration",
         catalog_url=settings.upstream_url("catalog"),
-        token=lambda: signer.token(CATALOG_AUDIENCE),
+        signer=signer,
         apply=apply,
         interval_s=settings.integration.integration_catalog_poll_seconds,
         org_id=settings.integration.integration_org_id,

@@ -12,10 +12,11 @@ import pytest
 from joserfc.jwk import ECKey
 
 from nexus.contracts.errors import Forbidden, Unauthorized, UpstreamError
+from nexus.contracts.roles import RUNTIME_AUDIENCE
 from nexus.identity import admin
 from nexus.identity.keys import KeyRing, key_dir
 from nexus.platform.http_client import InternalClient
-from nexus.platform.operator_gate import RUNTIME_AUDIENCE, OperatorGate
+from nexus.platform.operator_gate import OperatorGate
 from nexus.platform.secrets import secrets_dir, workload_signer
 from nexus.platform.workload import WorkloadSigner
 from tests.integration.identity.conftest import (
