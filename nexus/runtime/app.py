@@ -25,7 +25,7 @@ from nexus.runtime.dependencies import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.imports.endpoints import router as imports_router
 from nexus.runtime.imports.jobs import BELL as IMPORTS_BELL
-from nexus.runtime.imports.runner import imports_lifespan
+from nexus.runtime.imports.runner import imports_lifespan, imports_ready
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
@@ -160,7 +160,7 @@ def _worker_lifespan(
         outbox_lifespan(settings),
         _queue_gauges(settings),
         _retention(settings),
-        imports_lifespan(settings.inbox.import_chunk_pause_ms / 1000),
+        imports_lifespan(settings),
     )
 
     def inbox_rang() -> None:
@@ -189,7 +189,7 @@ def create_worker_app(settings: Settings, *, doorbell_at: tuple[str, int] | None
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
         on_start=_worker_lifespan(settings, inbox_loop, doorbell_at),
-        readiness_checks=[inbox_loop.ready, lambda: outbox_ready(app)],
+        readiness_checks=[inbox_loop.ready, lambda: outbox_ready(app), lambda: imports_ready(app)],
     )
     return app
 

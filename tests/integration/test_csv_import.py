@@ -19,7 +19,9 @@ import pytest_asyncio
 from sqlalchemy import insert
 
 from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import unit_of_work
 from nexus.runtime.imports import models as imports_tables
+from nexus.runtime.imports.queue import enqueue_chunk
 from tests.conftest import Backend
 from tests.integration.ui_stack import UiStack, ui_stack
 
@@ -178,12 +180,13 @@ async def test_an_import_the_user_may_not_do_is_refused_up_front(stack: UiStack)
 
 
 async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStack) -> None:
-    """A runner that crashed after its first chunk (rows 1-2 saved and deleted, progress 2)
-    leaves its lease to run out; the worker's runner takes the job and saves only the rest."""
+    """A worker that died after a job's first chunk (rows 1-2 saved and deleted, progress 2)
+    left the item of the next chunk behind (committed with that chunk); the worker takes it
+    and saves only the rest."""
     job_id = uuid.uuid4().hex
     rep1 = stack.user_ids["rep1"]
-    async with stack.engine.begin() as conn:
-        await conn.execute(
+    async with unit_of_work(stack.sessions) as session:
+        await session.execute(
             insert(imports_tables.import_job).values(
                 org_id=stack.org_id,
                 job_id=job_id,
@@ -196,13 +199,11 @@ async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStac
                 processed=2,
                 succeeded=2,
                 failed=0,
-                lease_owner="import-crashed",
-                lease_until=db_now_ms() - 1,
                 created_at_ms=db_now_ms(),
                 updated_at_ms=db_now_ms(),
             )
         )
-        await conn.execute(
+        await session.execute(
             insert(imports_tables.import_row),
             [
                 {
@@ -214,8 +215,52 @@ async def test_a_job_whose_runner_died_is_resumed_where_it_stopped(stack: UiStac
                 for n in (3, 4, 5)
             ],
         )
+        await enqueue_chunk(session, stack.org_id, job_id, follows=True)
     done, _ = await wait_done(stack, "rep1", job_id)
     assert (done["state"], done["processed"], done["succeeded"]) == ("done", 5, 5)
     resumed = await request(stack, "rep1", "GET", "list-ui/Account/All_Accounts", q="Resumed")
     names = [r["fields"]["Name"]["value"] for r in resumed.json()["records"]["records"]]
     assert names == ["Resumed 3", "Resumed 4", "Resumed 5"]
+
+
+async def test_a_chunk_that_keeps_failing_fails_its_job_with_the_error_class_only(
+    stack: UiStack,
+) -> None:
+    """Row 2's stored values are unreadable (a corrupt row), so every attempt of the job's
+    chunk fails; once the engine's attempts are spent the job is failed, naming the error's
+    class and nothing of the row, and none of the chunk's rows is saved."""
+    job_id = uuid.uuid4().hex
+    async with unit_of_work(stack.sessions) as session:
+        await session.execute(
+            insert(imports_tables.import_job).values(
+                org_id=stack.org_id,
+                job_id=job_id,
+                user_id=stack.user_ids["rep1"],
+                object_name="Account",
+                mode="insert",
+                mapping=json.dumps({"Name": "Name"}),
+                state="queued",
+                total=3,
+                processed=0,
+                succeeded=0,
+                failed=0,
+                created_at_ms=db_now_ms(),
+                updated_at_ms=db_now_ms(),
+            )
+        )
+        fields = [json.dumps({"Name": "Doomed 1"}), '{"Name": "secret-value', "{}"]
+        await session.execute(
+            insert(imports_tables.import_row),
+            [
+                {"org_id": stack.org_id, "job_id": job_id, "row_no": n, "fields": f}
+                for n, f in enumerate(fields, start=1)
+            ],
+        )
+        await enqueue_chunk(session, stack.org_id, job_id)
+    failed, seen = await wait_done(stack, "rep1", job_id)
+    assert failed["state"] == "failed", failed
+    assert failed["error"] == "JSONDecodeError: chunk failed"
+    assert (failed["processed"], failed["succeeded"], failed["failed"]) == (0, 0, 0)
+    assert set(seen) == {0}
+    doomed = await request(stack, "rep1", "GET", "list-ui/Account/All_Accounts", q="Doomed")
+    assert doomed.json()["records"]["count"] == 0

@@ -1,12 +1,14 @@
 """CSV import jobs (ADR 0040): accept an upload, then run it in chunks as the uploading user.
 
 Accepting parses the CSV, maps its columns to fields the user may edit (given, or matched by
-API name or label), and stores the job and its rows in one transaction. A runner holding the
-job's lease (database clock) takes the next `CHUNK` rows, saves them with `mutate` (partial
-success) as the user, deletes the saved rows, keeps only the error of a failed row (category
-and field names, or a validation rule's message; never a value), and advances the job's
-progress in the same transaction: a crash loses at most the chunk in flight, which the next
-runner redoes. The user's access is re-read for every chunk; a deactivated user fails the job.
+API name or label), and stores the job, its rows and the work item of its first chunk in one
+transaction (`queue.py`, ADR 0062). The item's holder takes the next `CHUNK` rows, saves them
+with `mutate` (partial success) as the user, deletes the saved rows, keeps only the error of a
+failed row (category and field names, or a validation rule's message; never a value), and
+advances the job's progress in the same transaction, which also enqueues the next chunk's
+item and completes its own (the item's lease token fences the commit): a crash loses at most
+the chunk in flight, which the engine runs again. The user's access is re-read for every
+chunk; a deactivated user fails the job.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import ErrorCategory, MutateItem, MutateRequest, RecordError
 from nexus.platform.db.clock import read_now_ms
 from nexus.runtime.access.service import AccessCache, CallerAccess
+from nexus.runtime.imports.queue import enqueue_chunk
 from nexus.runtime.imports.repository import ImportRepository
 from nexus.runtime.inbox.repository import InboxRepository
 from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
@@ -32,10 +35,10 @@ from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.mutate import mutate
 
 CHUNK = 100
-#: The doorbell (docs/adr/0055) rung after the commit that accepted a job: the runner looks.
+#: The doorbell (docs/adr/0055) rung after the commit that accepted a job: the imports
+#: worker looks now instead of at its idle poll.
 BELL = b"imports"
 MAX_ROWS = 50_000
-LEASE_MS = 30_000
 WORKLOAD = "runtime-import"
 TRUE = frozenset({"true", "1", "yes", "y"})
 FALSE = frozenset({"false", "0", "no", "n"})
@@ -165,6 +168,7 @@ async def accept(
             }
         )
     await imports.insert_rows(values)
+    await enqueue_chunk(session, caller.org_id, job_id)
     return {**await status(session, caller, job_id), "mapping": mapping}
 
 
@@ -197,17 +201,7 @@ async def error_rows(
     return await ImportRepository(session).error_rows(caller.org_id, job_id)
 
 
-# ---------------------------------------------------------------------------- the runner
-
-
-async def waiting(session: AsyncSession) -> tuple[str, str] | None:
-    """A job a runner could take (a read: idle runners do not take SQLite's write lock)."""
-    return await ImportRepository(session).waiting()
-
-
-async def claim(session: AsyncSession, owner: str, job: tuple[str, str]) -> bool:
-    """Take the lease of a waiting job, or of one whose runner's lease ran out (CAS)."""
-    return await ImportRepository(session).claim(owner, job, LEASE_MS)
+# ---------------------------------------------------------------------------- chunks
 
 
 def _typed(obj_fields: dict[str, FieldDef], fields: dict[str, str]) -> dict[str, Any]:
@@ -257,29 +251,23 @@ def _items(
     return items, errors
 
 
-class LostLease(Exception):
-    """Another runner took the job (this one was too slow): its chunk is rolled back."""
-
-
 async def run_chunk(
     session: AsyncSession,
     *,
     metadata: MetadataCache,
     access_cache: AccessCache,
-    owner: str,
     org_id: str,
     job_id: str,
 ) -> bool:
-    """Save the job's next chunk; False when the job is finished (or failed)."""
+    """Save the job's next chunk; True when rows remain after it (the caller enqueues the
+    next chunk in this transaction), False once the job is done or failed."""
     imports = ImportRepository(session)
-    job = await imports.leased_job(org_id, job_id, owner)
-    if job is None or job.state != "running":
+    job = await imports.job(org_id, job_id)
+    if job is None or job.state not in ("queued", "running"):
         return False
     run_as = await InboxRepository(session).active_user(org_id, job.user_id)
     if run_as is None:
-        await _finish(
-            session, org_id, job_id, owner, state="failed", error="RUN_AS_INACTIVE: user inactive"
-        )
+        await imports.finish(org_id, job_id, state="failed", error="RUN_AS_INACTIVE: user inactive")
         return False
     caller = TrustedCall(
         org_id=org_id,
@@ -295,11 +283,11 @@ async def run_chunk(
     access = await access_cache.for_caller(session, caller)
     obj = view.object(job.object_name)
     if obj is None:
-        await _finish(session, org_id, job_id, owner, state="failed", error="NOT_FOUND: no object")
+        await imports.finish(org_id, job_id, state="failed", error="NOT_FOUND: no object")
         return False
     rows = await imports.rows_after(org_id, job_id, job.processed, CHUNK)
     if not rows:
-        await _finish(session, org_id, job_id, owner, state="done", error=None)
+        await imports.finish(org_id, job_id, state="done", error=None)
         return False
     items, errors = _items(job, obj, view.fields[obj.api_name.lower()], rows)
     if items:
@@ -318,26 +306,20 @@ async def run_chunk(
     if saved:
         await imports.delete_rows(org_id, job_id, saved)
     await imports.keep_row_errors(org_id, job_id, errors)
-    moved = await imports.advance(
-        org_id,
-        job_id,
-        owner,
-        processed=numbers[-1],
-        succeeded=len(saved),
-        failed=len(errors),
-        lease_ms=LEASE_MS,
+    await imports.advance(
+        org_id, job_id, processed=numbers[-1], succeeded=len(saved), failed=len(errors)
     )
-    if not moved:
-        raise LostLease
+    if len(rows) < CHUNK or numbers[-1] >= job.total:  # that was the last chunk
+        await imports.finish(org_id, job_id, state="done", error=None)
+        return False
     return True
 
 
-async def _finish(
-    session: AsyncSession, org_id: str, job_id: str, owner: str, *, state: str, error: str | None
-) -> None:
-    await ImportRepository(session).finish(org_id, job_id, owner, state=state, error=error)
+async def start(session: AsyncSession, org_id: str, job_id: str) -> None:
+    """A queued job is running once its first chunk is claimed (as the user sees it)."""
+    await ImportRepository(session).start(org_id, job_id)
 
 
-async def give_up(session: AsyncSession, owner: str, job: tuple[str, str], error: str) -> None:
-    """Fail a job whose chunk keeps failing (the rows not processed stay unsaved)."""
-    await _finish(session, job[0], job[1], owner, state="failed", error=error[:300])
+async def fail(session: AsyncSession, org_id: str, job_id: str, error: str) -> None:
+    """Fail a job whose chunk kept failing (the rows not processed stay unsaved)."""
+    await ImportRepository(session).finish(org_id, job_id, state="failed", error=error[:300])

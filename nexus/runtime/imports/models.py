@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text
+from sqlalchemy import BigInteger, Column, Integer, String, Table, Text
 
 from nexus.runtime.tables import metadata
 
 #: CSV imports (ADR 0040): a background job that creates or upserts records as the user who
-#: uploaded them, in chunks, each chunk committed with the job's progress.
+#: uploaded them, in chunks, each chunk committed with the job's progress. Its chunks run as
+#: work-engine items (`imports/queue.py`, ADR 0062): the job has no lease of its own.
 import_job = Table(
     "runtime_import_job",
     metadata,
@@ -24,11 +25,8 @@ import_job = Table(
     Column("succeeded", Integer, nullable=False),
     Column("failed", Integer, nullable=False),
     Column("error", String(300), nullable=True),  # sanitized, when the job itself failed
-    Column("lease_owner", String(64), nullable=True),
-    Column("lease_until", BigInteger, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
-    Index("ix_runtime_import_job_state", "state", "lease_until"),
 )
 
 

@@ -1,12 +1,12 @@
-"""Every SQL statement of CSV import jobs and their rows. The job's lease is on the database
-clock (`db_now_ms()` in the statement)."""
+"""Every SQL statement of CSV import jobs and their rows. Who may run a job's chunk is the
+work engine's to say (its item's lease, ADR 0062): these statements carry no lease."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, and_, delete, insert, or_, select, update
+from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.platform.db.clock import db_now_ms
@@ -14,14 +14,8 @@ from nexus.runtime.imports import models as m
 
 #: Rows per INSERT statement when a job is accepted.
 INSERT_BATCH = 1000
-
-
-def _claimable() -> Any:
-    j = m.import_job
-    return and_(
-        j.c.state.in_(("queued", "running")),
-        or_(j.c.lease_until.is_(None), j.c.lease_until < db_now_ms()),
-    )
+#: States of a job that has not ended.
+UNFINISHED = ("queued", "running")
 
 
 class ImportRepository:
@@ -52,46 +46,23 @@ class ImportRepository:
         )
         return [(int(row.row_no), str(row.error)) for row in rows]
 
-    # ------------------------------------------------------------------ the runner's lease
-    async def waiting(self) -> tuple[str, str] | None:
-        """A job a runner could take (a read: idle runners do not take SQLite's write lock)."""
-        j = m.import_job
-        found = (
-            await self.session.execute(select(j.c.org_id, j.c.job_id).where(_claimable()).limit(1))
-        ).first()
-        return None if found is None else (str(found.org_id), str(found.job_id))
-
-    async def claim(self, owner: str, job: tuple[str, str], lease_ms: int) -> bool:
-        """Take the lease of a waiting job, or of one whose runner's lease ran out (CAS)."""
-        j = m.import_job
-        taken = await self.session.execute(
-            update(j)
-            .where(j.c.org_id == job[0], j.c.job_id == job[1], _claimable())
-            .values(state="running", lease_owner=owner, lease_until=db_now_ms() + lease_ms)
-        )
-        return bool(taken.rowcount == 1)  # type: ignore[attr-defined]
-
-    async def leased_job(self, org_id: str, job_id: str, owner: str) -> Row[Any] | None:
-        j = m.import_job
-        result = await self.session.execute(
-            select(j).where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
-        )
-        return result.first()
-
-    async def finish(
-        self, org_id: str, job_id: str, owner: str, *, state: str, error: str | None
-    ) -> None:
+    # ------------------------------------------------------------------ the job's state
+    async def start(self, org_id: str, job_id: str) -> None:
+        """A queued job is running from its first chunk's claim on."""
         j = m.import_job
         await self.session.execute(
             update(j)
-            .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
-            .values(
-                state=state,
-                error=error,
-                lease_owner=None,
-                lease_until=None,
-                updated_at_ms=db_now_ms(),
-            )
+            .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.state == "queued")
+            .values(state="running", updated_at_ms=db_now_ms())
+        )
+
+    async def finish(self, org_id: str, job_id: str, *, state: str, error: str | None) -> None:
+        """Done or failed; a job that already ended keeps its end."""
+        j = m.import_job
+        await self.session.execute(
+            update(j)
+            .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.state.in_(UNFINISHED))
+            .values(state=state, error=error, updated_at_ms=db_now_ms())
         )
 
     # ------------------------------------------------------------------ chunks
@@ -122,27 +93,17 @@ class ImportRepository:
             )
 
     async def advance(
-        self,
-        org_id: str,
-        job_id: str,
-        owner: str,
-        *,
-        processed: int,
-        succeeded: int,
-        failed: int,
-        lease_ms: int,
-    ) -> bool:
-        """Count a chunk and extend the lease; False when another runner holds the job."""
+        self, org_id: str, job_id: str, *, processed: int, succeeded: int, failed: int
+    ) -> None:
+        """Count a chunk (in the transaction the chunk's item completes in: its fence)."""
         j = m.import_job
-        moved = await self.session.execute(
+        await self.session.execute(
             update(j)
-            .where(j.c.org_id == org_id, j.c.job_id == job_id, j.c.lease_owner == owner)
+            .where(j.c.org_id == org_id, j.c.job_id == job_id)
             .values(
                 processed=processed,
                 succeeded=j.c.succeeded + succeeded,
                 failed=j.c.failed + failed,
-                lease_until=db_now_ms() + lease_ms,
                 updated_at_ms=db_now_ms(),
             )
         )
-        return bool(moved.rowcount == 1)  # type: ignore[attr-defined]

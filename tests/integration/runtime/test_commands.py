@@ -288,6 +288,7 @@ async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
             "database:runtime": True,
             "inbox": True,
             "outbox": True,
+            "imports": True,
         }
         deadline = time.monotonic() + 15
         dead = re.compile(
