@@ -2,7 +2,6 @@
 
 endpoints.py   AcceptCommand over HTTP, single and batch, workload-authenticated
 accept.py      the use case: run-as binding, cheap checks, dedupe + enqueue in one commit
-writes.py      one writer at a time on SQLite, decided in-process (a no-op elsewhere)
 execute.py     the worker's handler: groups of commands through record mutation, completed
                in the same transaction (effect once)
 group.py       one group of commands in one transaction: callers, batches, results

@@ -40,7 +40,6 @@ from nexus.runtime.inbox.repository import (
     insert_messages,
     stored_messages,
 )
-from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
 from nexus.runtime.records.coercion import InvalidValue, coerce
 
@@ -85,7 +84,6 @@ class CommandInbox:
         self.max_body_bytes = max_body_bytes
         self.failpoint = failpoint
         self.on_accepted = on_accepted  # after a commit that queued a new command
-        self.turns = WriteTurns(sessions)
 
     async def accept(
         self,
@@ -112,10 +110,7 @@ class CommandInbox:
         message keys make a second run a duplicate of the first)."""
         for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
             try:
-                async with self.turns.turn():
-                    outcomes = await self._accept_once(
-                        metadata, workload=workload, requests=requests
-                    )
+                outcomes = await self._accept_once(metadata, workload=workload, requests=requests)
                 break
             except OperationalError as exc:
                 if attempt == DEADLOCK_ATTEMPTS or not is_deadlock(exc):

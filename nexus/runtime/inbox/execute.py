@@ -32,7 +32,6 @@ from nexus.platform.workqueue.worker import Retryable, Terminal, Worker
 from nexus.runtime.access.service import AccessCache
 from nexus.runtime.inbox.group import Command, GroupAborted, GroupRun
 from nexus.runtime.inbox.queue import InboxItem
-from nexus.runtime.inbox.writes import WriteTurns
 from nexus.runtime.metadata.view import MetadataCache
 
 log = get_logger(__name__)
@@ -83,7 +82,6 @@ class CommandExecutor:
         self.sessions = sessions
         self.group_max = group_max
         self.pause_s = SLOW_GROUP_SECONDS if failpoint == FAILPOINT_SLOW_GROUPS else 0.0
-        self.turns = WriteTurns(sessions)
         self.metadata = MetadataCache()
         self.access = AccessCache()
         self.worker: Worker | None = None
@@ -129,7 +127,7 @@ class CommandExecutor:
     async def _one(self, worker: Worker, command: Command) -> BaseException | None:
         """A command in a transaction of its own (after its group was rolled back)."""
         try:
-            async with self.turns.turn(), unit_of_work(self.sessions) as session:
+            async with unit_of_work(self.sessions) as session:
                 return (
                     await GroupRun(session, worker, self.metadata, self.access, [command]).run()
                 )[0]
@@ -152,7 +150,7 @@ class CommandExecutor:
             await asyncio.sleep(self.pause_s)
         commands = [waiting.command for waiting in group]
         try:
-            async with self.turns.turn(), unit_of_work(self.sessions) as session:
+            async with unit_of_work(self.sessions) as session:
                 run = GroupRun(session, worker, self.metadata, self.access, commands)
                 outcomes = await run.run()
         except GroupAborted as aborted:  # rolled back: one transaction per command
