@@ -200,7 +200,7 @@ async def main(url: str | None, records: int) -> dict[str, Any]:
                 (
                     await conn.execute(
                         select(items.c.queue_class, func.count())
-                        .where(items.c.state.in_(("pending", "processing")))
+                        .where(items.c.state.in_(("pending", "target_wait", "processing")))
                         .group_by(items.c.queue_class)
                     )
                 ).all()

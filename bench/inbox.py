@@ -208,7 +208,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
         worker = start_worker(db, logs / "worker.log", **env)
         try:
             started, cpu = time.perf_counter(), cpu_seconds(worker.process.pid)
-            while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
+            while await count(db, "pending", "waiting", "processing"):  # noqa: ASYNC110 - the database decides
                 await asyncio.sleep(0.05)
             elapsed = time.perf_counter() - started
             result["burn_down"] = phase = {
@@ -232,7 +232,7 @@ async def run(db: RuntimeDb, args: argparse.Namespace, logs: Path) -> dict[str, 
                     await asyncio.sleep(delay)
                 tasks.append(asyncio.create_task(sender.send()))
             await asyncio.gather(*tasks)
-            while await count(db, "pending", "processing"):  # noqa: ASYNC110 - the database decides
+            while await count(db, "pending", "waiting", "processing"):  # noqa: ASYNC110 - the database decides
                 await asyncio.sleep(0.05)
             steady_cpu = cpu_seconds(worker.process.pid) - cpu
             async with reading(db.engine) as conn:

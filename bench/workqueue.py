@@ -168,7 +168,7 @@ def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -
             .where(
                 table.c.family == FAMILY,
                 table.c.queue_class == "default",
-                table.c.state.in_(["pending", "processing"]),
+                table.c.state.in_(["pending", "waiting", "target_wait", "processing"]),
             )
             .limit(1)
         )

@@ -119,7 +119,8 @@ class WorkCollector(Collector):
                     oldest.setdefault(key, 0.0)
         items = GaugeMetricFamily(
             "nexus_work_items",
-            "Work items per open state (pending, processing, dead, outcome_unknown)",
+            "Work items per open state (pending, waiting, target_wait, processing, dead, "
+            "outcome_unknown)",
             labels=["family", "queue_class", "state"],
         )
         for labels, value in sorted(depth.items()):

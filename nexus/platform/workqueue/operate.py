@@ -13,7 +13,9 @@ only rows in the states they name. Lanes move by compare-and-set on `head_seq`.
 Replay makes a new attempt of the same item (ENGINE.md invariant 2): `pending`, runnable now,
 `attempt` kept (it keeps growing), `max_attempts = attempt + the queue's max_attempts` so the
 replay gets the queue's full retry budget. A halted lane resumes at its head (the replayed
-item); an item whose lane moved past it (a `skip`-policy lane) rejoins its lane at the tail.
+item); an item whose lane moved past it (a `skip`-policy lane) rejoins its lane at the tail,
+`waiting` behind the items there. Skipping a halted head moves its lane on and promotes the
+next item.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nexus.platform.workqueue.store import (
     CANCELLED,
     PARKED,
     PENDING,
+    WAITING,
     NewItem,
     WorkStore,
     new_token,
@@ -278,7 +281,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
     tails = await store._allocate_lane_seqs(  # the engine's one lane allocator (CAS)
         conn, [NewItem(r.family, r.queue_class, "", lane_key=r.lane_key) for r in behind]
     )
-    new_seq = {r.id: tails[index] for index, r in enumerate(behind)}
+    new_seat = {r.id: tails[index] for index, r in enumerate(behind)}
     token = new_token()  # marks the rows this replay moved (the read-back below)
     again = {
         "state": PENDING,
@@ -292,7 +295,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
     # MySQL drivers); the rare items rejoining a lane's tail one by one, with their sequence.
     budgets: dict[int, list[str]] = {}
     for r in parked:
-        if r.id not in new_seq:
+        if r.id not in new_seat:
             budgets.setdefault(budget[(r.family, r.queue_class)], []).append(r.id)
     for retries, group in budgets.items():
         await conn.execute(
@@ -301,14 +304,14 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
             .values(max_attempts=items.c.attempt + retries, **again)
         )
     for r in parked:
-        if r.id in new_seq:
+        if (seat := new_seat.get(r.id)) is not None:
             await conn.execute(
                 update(items)
                 .where(items.c.id == r.id, _is_parked(t))
                 .values(
                     max_attempts=items.c.attempt + budget[(r.family, r.queue_class)],
-                    lane_seq=new_seq[r.id],
-                    **again,
+                    lane_seq=seat.seq,
+                    **(again | {"state": PENDING if seat.head else WAITING}),
                 )
             )
     moved = {
@@ -317,7 +320,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
             select(items.c.id).where(
                 items.c.id.in_([r.id for r in parked]),
                 items.c.lease_token == token,
-                items.c.state == PENDING,
+                items.c.state.in_([PENDING, WAITING]),
             )
         )
     }
@@ -373,13 +376,6 @@ async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
     )
     if cancelled.rowcount != 1:  # replayed or skipped by someone else meanwhile
         return Done([], [Refused(item_id, NOT_PARKED)])
-    await conn.execute(
-        update(lanes)
-        .where(
-            lanes.c.family == row.family,
-            lanes.c.lane_key == row.lane_key,
-            lanes.c.head_seq == row.lane_seq,
-        )
-        .values(head_seq=row.lane_seq + 1, halted_by=None)
-    )
+    store = WorkStore(t, owner="operator")
+    await store.advance_lanes(conn, row.family, [(row.lane_key, int(row.lane_seq))])
     return Done([item_id], [])

@@ -26,11 +26,23 @@ from nexus.platform.workqueue.store import (
     PENDING,
     PROCESSING,
     SUCCEEDED,
+    TARGET_WAIT,
+    WAITING,
 )
 from nexus.platform.workqueue.tables import WorkTables
 
-ALL_STATES = (PENDING, PROCESSING, SUCCEEDED, DEAD, OUTCOME_UNKNOWN, CANCELLED)
-OPEN_STATES = (PENDING, PROCESSING, DEAD, OUTCOME_UNKNOWN)  # waiting, running, or parked
+ALL_STATES = (
+    PENDING,
+    WAITING,
+    TARGET_WAIT,
+    PROCESSING,
+    SUCCEEDED,
+    DEAD,
+    OUTCOME_UNKNOWN,
+    CANCELLED,
+)
+# runnable, blocked behind a lane, running, or parked
+OPEN_STATES = (PENDING, WAITING, TARGET_WAIT, PROCESSING, DEAD, OUTCOME_UNKNOWN)
 
 
 @dataclass(frozen=True)

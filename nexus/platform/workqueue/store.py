@@ -5,22 +5,28 @@ Invariants (ENGINE.md) and where they are kept:
   AND state = 'processing'`; rowcount short of the ids = some lease was lost, and only the
   rows still carrying the token are written;
 - `attempt` only grows (claim adds one; reclaim, retry and replay keep it);
-- a source lane runs its head only: the lane row's `head_seq` must equal the item's
-  `lane_seq`, and only a finished head advances it (a retrying head blocks its lane, a dead
-  one halts it unless the queue's policy skips);
+- a source lane runs its head only: the lane row's `head_seq` is the head's `lane_seq`, only
+  a finished head advances it (a retrying head blocks its lane, a dead one halts it unless
+  the queue's policy skips), and only the head is ever `pending`: the items behind it are
+  `waiting` (enqueue decides under the lane row's lock), and the transaction that advances
+  the lane promotes the next one (CAS on `state = 'waiting'` and the lane's new head);
 - a target lane has one holder: a lane lease row taken by CAS in the claim transaction and
   released with the item when it finishes, is released or reclaimed. A holder whose lease ran
   out keeps its lane until the sweep reclaims its item (it may still renew or finish until
   then, so the lane must not move to another item before); an expired lane whose holder no
-  longer runs under it is taken over;
+  longer runs under it is taken over. A claim that finds an item's target lane held parks
+  the item in `target_wait` and counts it on the lane row (`waiters`, written only while the
+  lane is still held, so the park is ordered after any release by the lane row's lock); the
+  transaction that frees the lane promotes its oldest waiter back to `pending`;
 - the family's ownership epoch is checked by claim, renewal and completion;
 - every time is the database's (`db_now_ms()` inside the statement).
 
 `pending` is the one claimable state (`attempt > 0` means it is a retry), so the claim scan is
-one ordered range of the covering index. Rows a holder finished keep its lease token, which is
-how a batch completion learns exactly which of its rows it finished; every other way out of
-`processing` (reclaim, release) clears the token, so a stale holder's retry or dead outcome is
-never mistaken for written.
+one ordered range of the claim index, and a blocked item is never read by it (ADR 0064): a
+backlog behind slow lane heads or hot targets costs its promotions, not every claim. Rows a
+holder finished keep its lease token, which is how a batch completion learns exactly which of
+its rows it finished; every other way out of `processing` (reclaim, release) clears the
+token, so a stale holder's retry or dead outcome is never mistaken for written.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from __future__ import annotations
 import functools
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +43,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     func,
     insert,
     literal_column,
@@ -53,6 +60,8 @@ from nexus.platform.db.clock import db_now_ms, read_now_ms
 from nexus.platform.workqueue.tables import WorkTables
 
 PENDING = "pending"
+WAITING = "waiting"  # behind its source lane's head: promoted when the head finishes
+TARGET_WAIT = "target_wait"  # its target lane was held: promoted when the lane is freed
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"
 DEAD = "dead"
@@ -110,6 +119,14 @@ class Claimed:
 
 
 @dataclass(frozen=True)
+class LaneSeat:
+    """An item's place in its source lane: its sequence, and whether it is the head."""
+
+    seq: int
+    head: bool
+
+
+@dataclass(frozen=True)
 class _LaneHead:
     """A finished source-lane head: `parked` (dead / unknown) halts its lane."""
 
@@ -132,6 +149,10 @@ class Outcome:
 
 
 SUCCESS = Outcome(SUCCEEDED)
+
+#: Candidate reads per claim: a round whose candidates were parked on held target lanes
+#: reads again, up to this many times.
+CLAIM_ROUNDS = 4
 
 
 def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
@@ -256,7 +277,7 @@ class WorkStore:
                 policies[(family, queue_class)] = QueuePolicy().max_attempts
             else:
                 policies[(family, queue_class)] = int(row[0])
-        sequences = await self._allocate_lane_seqs(conn, items)
+        seats = await self._allocate_lane_seqs(conn, items)
         targets = sorted({(i.family, i.target_key) for i in items if i.target_key})
         if targets:
             await fast_sql.execute(
@@ -267,15 +288,16 @@ class WorkStore:
         now = await read_now_ms(conn)
         rows: list[dict[str, Any]] = []
         for index, item in enumerate(items):
+            seat = seats.get(index)
             rows.append(
                 {
                     "id": item.id or new_work_id(),
                     "family": item.family,
                     "queue_class": item.queue_class,
-                    "state": PENDING,
+                    "state": PENDING if seat is None or seat.head else WAITING,
                     "run_after": now + item.delay_ms,
                     "lane_key": item.lane_key,
-                    "lane_seq": sequences.get(index),
+                    "lane_seq": None if seat is None else seat.seq,
                     "target_key": item.target_key,
                     "attempt": 0,
                     "max_attempts": policies[(item.family, item.queue_class)],
@@ -294,10 +316,12 @@ class WorkStore:
 
     async def _allocate_lane_seqs(
         self, conn: AsyncConnection, items: Sequence[NewItem]
-    ) -> dict[int, int]:
+    ) -> dict[int, LaneSeat]:
         """Reserve consecutive sequences per source lane: one insert-or-increment statement
         for every lane of the batch (each row's exclusive lock serializes concurrent
-        enqueuers), then one read per family of the bumped values under those locks.
+        enqueuers, and orders this against the head's completion advancing the lane), then
+        one read per family of the bumped values and the heads under those locks. An item
+        whose sequence is its lane's head runs now (`pending`); the others wait.
         (Insert-or-ignore, then a compare-and-set update, took a shared lock on an existing
         row on InnoDB; upgrading it deadlocked with a completion advancing the same lane, or
         with a second enqueuer doing the same.)"""
@@ -316,19 +340,20 @@ class WorkStore:
                 for (f, k), indexes in ordered
             ],
         )
-        after: dict[tuple[str, str], int] = {}
+        after: dict[tuple[str, str], tuple[int, int]] = {}
         for family in sorted({f for f, _ in wanted}):
             keys = [k for f, k in wanted if f == family]
             rows = await fast_sql.execute(
                 conn, self._lane_ends, {"b_family": family, "b_keys": keys}
             )
-            after.update({(family, str(r[0])): int(r[1]) for r in rows})
-        sequences: dict[int, int] = {}
+            after.update({(family, str(r[0])): (int(r[1]), int(r[2])) for r in rows})
+        seats: dict[int, LaneSeat] = {}
         for key, indexes in ordered:
-            first = after[key] - len(indexes)
+            head, next_seq = after[key]
+            first = next_seq - len(indexes)
             for offset, index in enumerate(indexes):
-                sequences[index] = first + offset
-        return sequences
+                seats[index] = LaneSeat(first + offset, first + offset == head)
+        return seats
 
     # ------------------------------------------------------------------ claim
     async def admitted_families(self, conn: AsyncConnection) -> dict[str, int]:
@@ -368,36 +393,15 @@ class WorkStore:
         return current == epoch
 
     def _claimable(self, family: Any, queue_class: Any, now: Any, *columns: Any) -> Select[Any]:
-        """Pending items of one queue that may run now: lane heads only, and not behind a
-        target lane that is held (an expired lane is left to the claim's CAS), so a burst to
-        one target does not hide the items queued behind it."""
-        items, lanes, targets = self.t.items, self.t.source_lanes, self.t.target_lanes
-        return (
-            select(*columns)
-            .select_from(
-                items.outerjoin(
-                    lanes,
-                    and_(lanes.c.family == items.c.family, lanes.c.lane_key == items.c.lane_key),
-                ).outerjoin(
-                    targets,
-                    and_(
-                        targets.c.family == items.c.family,
-                        targets.c.target_key == items.c.target_key,
-                    ),
-                )
-            )
-            .where(
-                items.c.family == family,
-                items.c.queue_class == queue_class,
-                items.c.state == PENDING,
-                items.c.run_after <= now,
-                or_(items.c.lane_key.is_(None), lanes.c.head_seq == items.c.lane_seq),
-                or_(
-                    items.c.target_key.is_(None),
-                    targets.c.holder_id.is_(None),
-                    targets.c.lease_until < now,
-                ),
-            )
+        """Pending items of one queue that may run now: one range of the claim index and
+        nothing else. Only lane heads are pending; an item whose target lane turns out to be
+        held is parked by the claim (`_park`), so it is read once, not by every claim."""
+        items = self.t.items
+        return select(*columns).where(
+            items.c.family == family,
+            items.c.queue_class == queue_class,
+            items.c.state == PENDING,
+            items.c.run_after <= now,
         )
 
     @functools.cached_property
@@ -488,16 +492,109 @@ class WorkStore:
 
     @functools.cached_property
     def _free_targets(self) -> Any:
-        """Release the target lanes b_ids hold under b_token in family b_family."""
+        """Release the target lanes b_keys that b_ids hold under b_token in family b_family."""
         targets = self.t.target_lanes
         return (
             update(targets)
             .where(
                 targets.c.family == bindparam("b_family"),
+                targets.c.target_key.in_(bindparam("b_keys", expanding=True)),
                 targets.c.holder_token == bindparam("b_token"),
                 targets.c.holder_id.in_(bindparam("b_ids", expanding=True)),
             )
             .values(holder_id=None, holder_token=None, lease_until=None)
+        )
+
+    @functools.cached_property
+    def _count_waiters(self) -> Any:
+        """`_park`: b_n more waiters on lane b_key of b_family, if it is still held."""
+        targets = self.t.target_lanes
+        return (
+            update(targets)
+            .where(
+                targets.c.family == bindparam("b_family"),
+                targets.c.target_key == bindparam("b_key"),
+                targets.c.holder_id.isnot(None),
+            )
+            .values(waiters=targets.c.waiters + bindparam("b_n"))
+        )
+
+    @functools.cached_property
+    def _awaited_targets(self) -> Any:
+        """Of lanes b_keys of b_family, the free ones that have waiters."""
+        targets = self.t.target_lanes
+        return select(targets.c.target_key).where(
+            targets.c.family == bindparam("b_family"),
+            targets.c.target_key.in_(bindparam("b_keys", expanding=True)),
+            targets.c.holder_id.is_(None),
+            targets.c.waiters > 0,
+        )
+
+    @functools.cached_property
+    def _oldest_waiter(self) -> Any:
+        """The first `target_wait` item of lane b_key of b_family (the target index)."""
+        items = self.t.items
+        return (
+            select(items.c.id)
+            .where(
+                items.c.family == bindparam("b_family"),
+                items.c.target_key == bindparam("b_key"),
+                items.c.state == TARGET_WAIT,
+            )
+            .order_by(items.c.run_after, items.c.id)
+            .limit(1)
+        )
+
+    @functools.cached_property
+    def _uncount_waiter(self) -> Any:
+        """b_n waiters fewer on lane b_key of b_family (none left when b_none is 1)."""
+        targets = self.t.target_lanes
+        return (
+            update(targets)
+            .where(
+                targets.c.family == bindparam("b_family"),
+                targets.c.target_key == bindparam("b_key"),
+            )
+            .values(
+                waiters=case(
+                    (bindparam("b_none") == 1, 0),
+                    (targets.c.waiters > bindparam("b_n"), targets.c.waiters - bindparam("b_n")),
+                    else_=0,
+                )
+            )
+        )
+
+    @functools.cached_property
+    def _to_state(self) -> Any:
+        """Items b_ids from state b_from to b_to (a CAS: only those still in b_from)."""
+        items = self.t.items
+        return (
+            update(items)
+            .where(
+                items.c.id.in_(bindparam("b_ids", expanding=True)),
+                items.c.state == bindparam("b_from"),
+            )
+            .values(state=bindparam("b_to"))
+        )
+
+    @functools.cached_property
+    def _promote_followers(self) -> Any:
+        """Lanes b_keys of family b_family: the item at each lane's head becomes `pending` if
+        it is `waiting`. One multi-table UPDATE (UPDATE ... FROM on SQLite) driven by the lane
+        rows' primary key, one probe of the source index per lane: a tuple IN over the items
+        read every follower of the lanes (SQLite) or the whole table (MariaDB)."""
+        items, lanes = self.t.items, self.t.source_lanes
+        return (
+            update(items)
+            .where(
+                lanes.c.family == bindparam("b_family"),
+                lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
+                items.c.family == lanes.c.family,
+                items.c.lane_key == lanes.c.lane_key,
+                items.c.lane_seq == lanes.c.head_seq,
+                items.c.state == WAITING,
+            )
+            .values(state=PENDING)
         )
 
     @functools.cached_property
@@ -589,9 +686,9 @@ class WorkStore:
 
     @functools.cached_property
     def _lane_ends(self) -> Any:
-        """Lanes b_keys of family b_family with their next sequence."""
+        """Lanes b_keys of family b_family with their head and next sequences."""
         lanes = self.t.source_lanes
-        return select(lanes.c.lane_key, lanes.c.next_seq).where(
+        return select(lanes.c.lane_key, lanes.c.head_seq, lanes.c.next_seq).where(
             lanes.c.family == bindparam("b_family"),
             lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
         )
@@ -644,37 +741,65 @@ class WorkStore:
     async def claim(
         self, conn: AsyncConnection, family: str, queue_class: str, epoch: int, limit: int
     ) -> list[Claimed]:
-        """Claim up to `limit` claimable items in one transaction: candidates through the
-        covering index (lane heads only), target lane leases by CAS, then one UPDATE under a
-        fresh token; the winners are the rows carrying it."""
+        """Claim up to `limit` claimable items in one transaction: candidates from the claim
+        index (pending = runnable lane heads), target lane leases by CAS (an item whose lane
+        is held is parked instead), then one UPDATE under a fresh token; the winners are the
+        rows carrying it. A round that parked items reads again (at most `CLAIM_ROUNDS`), so
+        a batch that met a hot target still claims what is queued behind it."""
         await self._take_claim_turn(conn, family, queue_class)
+        token = new_token()
+        won: list[Claimed] = []
+        taken: set[str] = set()  # target lanes this claim holds
+        for _ in range(CLAIM_ROUNDS):
+            got, parked = await self._claim_round(
+                conn, family, queue_class, epoch, limit=limit - len(won), token=token, taken=taken
+            )
+            won += got
+            if not parked or len(won) >= limit:
+                break
+        return won
+
+    async def _claim_round(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        queue_class: str,
+        epoch: int,
+        *,
+        limit: int,
+        token: str,
+        taken: set[str],
+    ) -> tuple[list[Claimed], int]:
+        """One read of candidates and one claim CAS; returns the winners and how many items
+        were parked on held target lanes."""
         params = {"family": family, "queue_class": queue_class, "limit": limit}
         rows = (await fast_sql.execute(conn, self._candidates, params)).rows
         candidates = {row[0]: row for row in rows}
         if not candidates:
-            return []
-        token = new_token()
+            return [], 0
         ids: list[str] = []
-        held: list[str] = []
-        taken: set[str] = set()
+        held: list[tuple[str, str]] = []
+        blocked: dict[str, list[str]] = {}  # target key -> items to park
         for item_id, row in candidates.items():
             target_key = row[1]
             if target_key is None:
                 ids.append(item_id)
                 continue
-            if target_key in taken:
-                continue
-            taken.add(target_key)
-            acquired = await fast_sql.execute(
-                conn,
-                self._take_target_lane,
-                {"b_family": family, "b_key": target_key, "b_id": item_id, "b_token": token},
-            )
-            if acquired.rowcount == 1:
-                ids.append(item_id)
-                held.append(item_id)
+            if target_key not in taken:
+                acquired = await fast_sql.execute(
+                    conn,
+                    self._take_target_lane,
+                    {"b_family": family, "b_key": target_key, "b_id": item_id, "b_token": token},
+                )
+                if acquired.rowcount == 1:
+                    taken.add(target_key)
+                    ids.append(item_id)
+                    held.append((item_id, target_key))
+                    continue
+            blocked.setdefault(target_key, []).append(item_id)
+        parked = await self._park(conn, family, blocked)
         if not ids:
-            return []
+            return [], parked
         claimed = await fast_sql.execute(
             conn,
             self._claim_update,
@@ -688,7 +813,9 @@ class WorkStore:
                     conn, self._carrying, {"b_ids": ids, "b_token": token}
                 )
             }
-        await self._free_target_lanes(conn, family, token, [i for i in held if i not in winners])
+        lost = [(i, k) for i, k in held if i not in winners]
+        taken.difference_update(k for _, k in lost)
+        await self._free_target_lanes(conn, family, token, lost)
         return [
             Claimed(
                 id=item_id,
@@ -706,7 +833,26 @@ class WorkStore:
             for item_id in ids
             if item_id in winners
             for row in (candidates[item_id],)
-        ]
+        ], parked
+
+    async def _park(self, conn: AsyncConnection, family: str, blocked: dict[str, list[str]]) -> int:
+        """Park pending items whose target lane is held: count them on the lane row, written
+        only while the lane is still held (a lane freed meanwhile leaves its items pending for
+        the next round), then move them to `target_wait`. Returns how many were parked."""
+        parked = 0
+        for target_key, ids in sorted(blocked.items()):
+            counted = await fast_sql.execute(
+                conn,
+                self._count_waiters,
+                {"b_family": family, "b_key": target_key, "b_n": len(ids)},
+            )
+            if counted.rowcount != 1:
+                continue
+            moved = await fast_sql.execute(
+                conn, self._to_state, {"b_ids": ids, "b_from": PENDING, "b_to": TARGET_WAIT}
+            )
+            parked += moved.rowcount
+        return parked
 
     # ------------------------------------------------------------------ holder writes
     def _held(self, ids: Iterable[str], token: str) -> Any:
@@ -717,10 +863,18 @@ class WorkStore:
         return and_(items.c.id.in_(ids), items.c.lease_token == token, items.c.state == PROCESSING)
 
     async def renew(
-        self, conn: AsyncConnection, family: str, epoch: int, token: str, ids: Sequence[str]
+        self,
+        conn: AsyncConnection,
+        family: str,
+        epoch: int,
+        token: str,
+        ids: Sequence[str],
+        *,
+        target_keys: Collection[str] = (),
     ) -> set[str]:
-        """Extend the leases of `ids` (and their target lanes); returns the ids whose lease was
-        lost (reclaimed, finished by someone else, or the family moved to a new epoch)."""
+        """Extend the leases of `ids` (and of the target lanes `target_keys` they hold);
+        returns the ids whose lease was lost (reclaimed, finished by someone else, or the
+        family moved to a new epoch)."""
         items, targets = self.t.items, self.t.target_lanes
         now = db_now_ms()
         renewed = await conn.execute(
@@ -728,11 +882,16 @@ class WorkStore:
             .where(self._held(ids, token), self._epoch_holds(family, epoch))
             .values(lease_until=now + self.lease_ms, run_after=now + self.lease_ms)
         )
-        await conn.execute(
-            update(targets)
-            .where(targets.c.family == family, targets.c.holder_token == token)
-            .values(lease_until=now + self.lease_ms)
-        )
+        if target_keys:
+            await conn.execute(
+                update(targets)
+                .where(
+                    targets.c.family == family,
+                    targets.c.target_key.in_(sorted(target_keys)),
+                    targets.c.holder_token == token,
+                )
+                .values(lease_until=now + self.lease_ms)
+            )
         if renewed.rowcount == len(ids):
             return set()
         still = await conn.execute(
@@ -805,7 +964,7 @@ class WorkStore:
             written.update(await self._written(conn, ids, token, state))
         finished = [(c, o) for c, o in recorded if c.id in written]
         await self._free_target_lanes(
-            conn, family, token, [c.id for c, _ in finished if c.target_key]
+            conn, family, token, [(c.id, c.target_key) for c, _ in finished if c.target_key]
         )
         await self._move_lanes(
             conn,
@@ -827,22 +986,59 @@ class WorkStore:
         return {r[0] for r in rows}
 
     async def _free_target_lanes(
-        self, conn: AsyncConnection, family: str, token: str, holder_ids: Sequence[str]
+        self,
+        conn: AsyncConnection,
+        family: str,
+        token: str,
+        holders: Sequence[tuple[str, str]],
     ) -> None:
-        """Release the target lanes these items hold under `token` (none held: no-op)."""
-        if not holder_ids:
+        """Release the target lanes these (item id, target key) hold under `token` (none
+        held: no-op), and promote the oldest waiter of each freed lane that has one. The
+        release writes the lane row first, so a claim parking on it meanwhile waits for this
+        transaction and then finds the lane free (it leaves its item pending)."""
+        if not holders:
             return
+        keys = sorted({key for _, key in holders})
         await fast_sql.execute(
             conn,
             self._free_targets,
-            {"b_family": family, "b_token": token, "b_ids": list(holder_ids)},
+            {
+                "b_family": family,
+                "b_token": token,
+                "b_keys": keys,
+                "b_ids": [item_id for item_id, _ in holders],
+            },
+        )
+        waited = await fast_sql.execute(
+            conn, self._awaited_targets, {"b_family": family, "b_keys": keys}
+        )
+        for (key,) in list(waited):
+            await self._promote_waiter(conn, family, str(key))
+
+    async def _promote_waiter(self, conn: AsyncConnection, family: str, key: str) -> None:
+        """The oldest `target_wait` item of a free target lane becomes `pending` again (CAS
+        on its state); the lane counts one waiter less, or none when none was found."""
+        found = (
+            await fast_sql.execute(conn, self._oldest_waiter, {"b_family": family, "b_key": key})
+        ).first()
+        promoted = 0
+        if found is not None:
+            moved = await fast_sql.execute(
+                conn, self._to_state, {"b_ids": [found[0]], "b_from": TARGET_WAIT, "b_to": PENDING}
+            )
+            promoted = moved.rowcount
+        await fast_sql.execute(
+            conn,
+            self._uncount_waiter,
+            {"b_family": family, "b_key": key, "b_none": int(found is None), "b_n": promoted},
         )
 
     async def _move_lanes(
         self, conn: AsyncConnection, family: str, heads: Sequence[_LaneHead]
     ) -> None:
         """Source lanes past their finished heads: a succeeded (or cancelled) head advances its
-        lane; a dead or unknown one halts it unless the queue skips."""
+        lane and the next item (if enqueued yet) becomes `pending`; a dead or unknown one
+        halts it unless the queue skips."""
         if not heads:
             return
         skipping = await self._lane_policies(conn, family, {h.queue_class for h in heads})
@@ -853,11 +1049,22 @@ class WorkStore:
                 halt.append({"b_family": family, "b_key": head.lane_key, "b_id": head.id})
             else:
                 advance.append((head.lane_key, head.lane_seq))
-        for step in _one_per_lane(advance):
-            params = {"b_family": family, "b_keys": [k for k, _ in step], "b_heads": step}
-            await fast_sql.execute(conn, self._advance_lanes, params)
+        await self.advance_lanes(conn, family, advance)
         if halt:
             await fast_sql.execute(conn, self._halt_lanes, halt)
+
+    async def advance_lanes(
+        self, conn: AsyncConnection, family: str, heads: Sequence[tuple[str, int]]
+    ) -> None:
+        """Lanes past their heads ((lane key, the head's sequence) pairs: CAS on `head_seq`,
+        un-halting them), and each lane's next item, if enqueued yet, `pending`."""
+        for step in _one_per_lane(list(heads)):
+            keys = [k for k, _ in step]
+            params = {"b_family": family, "b_keys": keys, "b_heads": step}
+            await fast_sql.execute(conn, self._advance_lanes, params)
+            await fast_sql.execute(
+                conn, self._promote_followers, {"b_family": family, "b_keys": keys}
+            )
 
     async def _lane_policies(
         self, conn: AsyncConnection, family: str, classes: set[str]
@@ -894,6 +1101,7 @@ class WorkStore:
                     items.c.state == PROCESSING,
                     items.c.run_after < now,
                 )
+                .order_by(items.c.run_after, items.c.id)
                 .limit(limit)
             )
         )
@@ -935,16 +1143,23 @@ class WorkStore:
                 continue
             count += 1
             if row[7]:
-                await self._free_target_lanes(conn, family, row[1], [row[0]])
+                await self._free_target_lanes(conn, family, row[1], [(row[0], row[7])])
             if exhausted and row[4]:
                 head = _LaneHead(row[0], row[6], row[4], int(row[5]), parked=True)
                 await self._move_lanes(conn, family, [head])
         return count
 
     async def release(
-        self, conn: AsyncConnection, family: str, token: str, ids: Sequence[str]
+        self,
+        conn: AsyncConnection,
+        family: str,
+        token: str,
+        ids: Sequence[str],
+        *,
+        target_keys: dict[str, str] | None = None,
     ) -> None:
-        """Give unfinished items back (graceful drain): pending now, attempt kept."""
+        """Give unfinished items back (graceful drain): pending now, attempt kept; the target
+        lanes they hold (`target_keys`: item id -> key) are freed."""
         items = self.t.items
         if not ids:
             return
@@ -959,7 +1174,8 @@ class WorkStore:
                 lease_until=None,
             )
         )
-        await self._free_target_lanes(conn, family, token, ids)
+        holders = [(i, k) for i in ids if (k := (target_keys or {}).get(i))]
+        await self._free_target_lanes(conn, family, token, holders)
 
     # ------------------------------------------------------------------ statistics
     async def counts(self, conn: AsyncConnection) -> list[dict[str, Any]]:

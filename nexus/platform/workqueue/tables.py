@@ -3,15 +3,26 @@ its own prefix, in its own database.
 
     items          one row per WorkItem (the lease, the attempt, the schedule, the payload)
     source lanes   per (family, lane key): the sequence of the lane head and the next one
-    target lanes   per (family, target key): who holds the one in-flight slot, until when
+    target lanes   per (family, target key): who holds the one in-flight slot, until when, and
+                   how many items wait for it
     families       per family: owner, ownership epoch and whether claims are admitted
     queues         per (family, queue class): the active queues the poller visits
 
-Times are integer epoch milliseconds from the database clock (`db_now_ms`). Items have one
-secondary index, `(family, queue_class, state, run_after, id)`, so a state change rewrites one
-index entry: `run_after` is when a row may run next, which for a `processing` row is its lease
-expiry (claim and renewal set both), so the claim scan, the expired-lease sweep and retention
-pruning all read ranges of that one index.
+Times are integer epoch milliseconds from the database clock (`db_now_ms`). Items have three
+secondary indexes (ADR 0064):
+
+    claim    (family, queue_class, state, run_after, id): the claim scan reads the `pending`
+             range, the expired-lease sweep the `processing` one (a processing row's
+             `run_after` is its lease expiry: claim and renewal set both), retention and the
+             dead-letter list the finished ones. Blocked items are not in the `pending`
+             range: they wait in their own states (`store.WAITING`, `store.TARGET_WAIT`)
+    source   (family, lane_key, lane_seq): the next item of a lane, promoted when its head
+             finishes (the seed's source-lane index; the lane order is `lane_seq`)
+    target   (family, target_key, state, run_after, id): the oldest item waiting for a
+             target lane, promoted when the lane is freed
+
+The source and target indexes hold only laned rows on SQLite (partial indexes); MariaDB and
+MySQL have no partial indexes and keep an entry for every row.
 """
 
 from __future__ import annotations
@@ -74,6 +85,23 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("finished_at", BigInteger),
         Index(f"ix_{prefix}_claim", "family", "queue_class", "state", "run_after", "id"),
     )
+    c = items.c
+    Index(
+        f"ix_{prefix}_source",
+        c.family,
+        c.lane_key,
+        c.lane_seq,
+        sqlite_where=c.lane_key.isnot(None),
+    )
+    Index(
+        f"ix_{prefix}_target",
+        c.family,
+        c.target_key,
+        c.state,
+        c.run_after,
+        c.id,
+        sqlite_where=c.target_key.isnot(None),
+    )
     source_lanes = Table(
         f"{prefix}_source_lane",
         metadata,
@@ -91,6 +119,9 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("holder_id", String(ID)),
         Column("holder_token", String(32)),
         Column("lease_until", BigInteger),
+        # items parked in `target_wait` on this lane (a hint: the lane's release promotes
+        # one while it is above 0; parking writes it, which orders parking after a release)
+        Column("waiters", Integer, nullable=False, default=0, server_default="0"),
     )
     families = Table(
         f"{prefix}_family",

@@ -239,12 +239,13 @@ class Worker:
             if task is not None:
                 task.cancel()
         by_token: dict[tuple[str, str], list[str]] = {}
+        targets = {c.id: c.target_key for c in unfinished if c.target_key}
         for claimed in unfinished:
             by_token.setdefault((claimed.family, claimed.token), []).append(claimed.id)
         if by_token:
             async with self.engine.begin() as conn:
                 for (family, token), ids in by_token.items():
-                    await self.store.release(conn, family, token, ids)
+                    await self.store.release(conn, family, token, ids, target_keys=targets)
             for ids in by_token.values():
                 for item_id in ids:
                     self._live.pop(item_id, None)
@@ -615,17 +616,24 @@ class Worker:
                 log.warning("work.heartbeat_failed", error=type(exc).__name__)
 
     async def _renew(self) -> None:
-        groups: dict[tuple[str, int, str], list[str]] = {}
+        groups: dict[tuple[str, int, str], list[Claimed]] = {}
         for live in list(self._live.values()):
             if not live.lost and not live.finishing:
                 c = live.claimed
-                groups.setdefault((c.family, c.epoch, c.token), []).append(c.id)
+                groups.setdefault((c.family, c.epoch, c.token), []).append(c)
         if not groups:
             return
         lost: set[str] = set()
         async with self.engine.begin() as conn:
-            for (family, epoch, token), ids in groups.items():
-                lost |= await self.store.renew(conn, family, epoch, token, ids)
+            for (family, epoch, token), held in groups.items():
+                lost |= await self.store.renew(
+                    conn,
+                    family,
+                    epoch,
+                    token,
+                    [c.id for c in held],
+                    target_keys={c.target_key for c in held if c.target_key},
+                )
         really = 0
         for item_id in lost:
             if item_id not in self._live or self._live[item_id].finishing:

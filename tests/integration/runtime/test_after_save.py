@@ -274,7 +274,9 @@ async def test_actions_are_checked_when_applied(
 async def open_items(subject: World) -> int:
     items = outbox_tables.outbox.items
     async with reading(subject.engine) as conn:
-        query = select(func.count()).where(items.c.state.in_(("pending", "processing")))
+        query = select(func.count()).where(
+            items.c.state.in_(("pending", "target_wait", "processing"))
+        )
         return int((await conn.execute(query)).scalar_one())
 
 

@@ -21,6 +21,7 @@ from nexus.platform.workqueue.store import (
     PROCESSING,
     SUCCEEDED,
     SUCCESS,
+    WAITING,
     Claimed,
     NewItem,
     QueuePolicy,
@@ -209,7 +210,7 @@ async def test_a_source_lane_runs_in_order_and_a_dead_head_halts_it(queue: Queue
     await run_until(worker, settled)
     assert [p for p in order if not p.startswith("other")] == [str(i) for i in range(8)]
     rows = await queue.rows(family)
-    assert all(rows[i]["state"] == PENDING for i in ids[9:12])  # halted behind the dead head
+    assert all(rows[i]["state"] == WAITING for i in ids[9:12])  # halted behind the dead head
     lanes = queue.tables.source_lanes
     async with reading(queue.engine) as conn:
         halted_by = (
@@ -440,7 +441,7 @@ async def test_a_head_that_runs_out_of_retries_is_dead_and_its_lane_follows_the_
     await run_until(worker, settled)
     skip_rows, halt_rows = await queue.rows(skipping), await queue.rows(halting)
     assert (skip_rows[skip_ids[0]]["state"], skip_rows[skip_ids[0]]["attempt"]) == (DEAD, 2)
-    assert {halt_rows[i]["state"] for i in halt_ids[1:]} == {PENDING}
+    assert {halt_rows[i]["state"] for i in halt_ids[1:]} == {WAITING}
     lanes = queue.tables.source_lanes
     async with reading(queue.engine) as conn:
         halted_by = (

@@ -7,8 +7,10 @@ Each holder keeps what it was handed (`Claimed`), so stale holders keep trying t
 
 After every step the database is checked against the engine's invariants (ENGINE.md):
 at most one holder can write an item; terminal states are final; attempts never decrease; a
-source lane runs only its head; a target lane never has two items in flight; and each holder
-write reports exactly the items whose lease it had lost (and changes nothing for those).
+source lane runs only its head, and only its head is ever claimable (the rest wait, and the
+next one is promoted when the head finishes); a target lane never has two items in flight, and
+an item parked on one is never stranded (the lane is held, or a waiter was promoted); and each
+holder write reports exactly the items whose lease it had lost (and changes nothing for those).
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ from nexus.platform.workqueue.store import (
     PROCESSING,
     RETRYABLE,
     SUCCEEDED,
+    TARGET_WAIT,
     TERMINAL,
     UNKNOWN,
+    WAITING,
     Claimed,
     NewItem,
     Outcome,
@@ -62,6 +66,7 @@ QUEUE = "q"
 OWNERS = ("a", "b")
 MAX_ATTEMPTS = 3
 FINAL = {SUCCEEDED, DEAD, CANCELLED}
+OPEN = {PENDING, WAITING, TARGET_WAIT, PROCESSING}
 PARKED = {DEAD, OUTCOME_UNKNOWN}
 OUTCOMES = {
     "success": Outcome(SUCCEEDED),
@@ -274,8 +279,9 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
             after = self.snapshot()
             for item_id, (lane, target) in zip(ids, items, strict=True):
                 row = after.items[item_id]
+                head = lane is None or after.lane_heads[lane] == row.lane_seq
                 assert (row.state, row.attempt, row.lane_key, row.target_key) == (
-                    PENDING,
+                    PENDING if head else WAITING,
                     0,
                     lane,
                     target,
@@ -299,12 +305,15 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
             eligible = self.eligible(before)
             ids = {c.id for c in got}
             assert ids <= eligible, f"claimed items that were not claimable: {ids - eligible}"
+            after = self.snapshot()
             if limit >= self.pending(before):  # every candidate was read: nothing left behind
                 free = {i for i in eligible if before.items[i].target_key is None}
                 assert free <= ids
                 keys = {before.items[i].target_key for i in eligible} - {None}
                 assert {before.items[i].target_key for i in ids} - {None} == keys
-            after = self.snapshot()
+                for item_id, row in before.items.items():  # the rest wait for their targets
+                    if row.state == PENDING and item_id not in ids:
+                        assert after.items[item_id].state == TARGET_WAIT, item_id
             for c in got:
                 assert c.attempt == before.items[c.id].attempt + 1
                 assert after.items[c.id].state == PROCESSING
@@ -337,7 +346,12 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
             async def go() -> set[str]:
                 async with world.engine.begin() as conn:
                     return await self.stores[holder.owner].renew(
-                        conn, self.family, holder.epoch, holder.token, ids
+                        conn,
+                        self.family,
+                        holder.epoch,
+                        holder.token,
+                        ids,
+                        target_keys={c.target_key for c in holder.items.values() if c.target_key},
                     )
 
             lost = world.run(go())
@@ -449,7 +463,15 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
 
             async def go() -> None:
                 async with world.engine.begin() as conn:
-                    await self.stores[holder.owner].release(conn, self.family, holder.token, ids)
+                    await self.stores[holder.owner].release(
+                        conn,
+                        self.family,
+                        holder.token,
+                        ids,
+                        target_keys={
+                            i: c.target_key for i, c in holder.items.items() if c.target_key
+                        },
+                    )
 
             world.run(go())
             after = self.snapshot()
@@ -482,6 +504,44 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
             assert epoch == before.epoch + 1
             self.owner = to
 
+        def lanes_hold(self, snap: Snapshot) -> None:
+            # a source lane runs only its head
+            for lane in {r.lane_key for r in snap.items.values() if r.lane_key}:
+                rows = sorted(
+                    (r for r in snap.items.values() if r.lane_key == lane),
+                    key=lambda r: r.lane_seq or 0,
+                )
+                running = [r for r in rows if r.state == PROCESSING]
+                assert len(running) <= 1, f"lane {lane} runs {len(running)} items"
+                for r in running:
+                    earlier = [e for e in rows if (e.lane_seq or 0) < (r.lane_seq or 0)]
+                    assert all(e.state not in OPEN for e in earlier)
+                    if self.policy == "halt":
+                        assert all(e.state == SUCCEEDED for e in earlier), "ran past a halt"
+                # only the head is claimable, and a head never waits (it was promoted)
+                head = snap.lane_heads[lane]
+                for r in rows:
+                    if r.state in (PENDING, TARGET_WAIT):
+                        assert r.lane_seq == head, f"lane {lane}: {r.state} behind its head"
+                    if r.state == WAITING:
+                        assert (r.lane_seq or 0) > head, f"lane {lane}: its head is stranded"
+
+        def targets_hold(self, snap: Snapshot) -> None:
+            # a target lane never has two items in flight
+            for key in {r.target_key for r in snap.items.values() if r.target_key}:
+                flying = [
+                    i
+                    for i, r in snap.items.items()
+                    if r.target_key == key and r.state == PROCESSING
+                ]
+                assert len(flying) <= 1, f"target {key} has {len(flying)} items in flight"
+                # an item waiting for a target is never stranded: the lane is held, or one
+                # of its items was promoted and will take it
+                states = {r.state for r in snap.items.values() if r.target_key == key}
+                if TARGET_WAIT in states:
+                    holder_id = snap.targets.get(key, (None, None, None))[0]
+                    assert holder_id is not None or PENDING in states, f"target {key} stranded"
+
         # -------------------------------------------------------------- invariants
         @invariant()
         def engine_invariants(self) -> None:
@@ -502,27 +562,8 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
                 if row.state == PROCESSING:
                     assert row.token is not None
             assert set(previous.items) <= set(snap.items)  # no item is ever lost
-            # a source lane runs only its head
-            for lane in {r.lane_key for r in snap.items.values() if r.lane_key}:
-                rows = sorted(
-                    (r for r in snap.items.values() if r.lane_key == lane),
-                    key=lambda r: r.lane_seq or 0,
-                )
-                running = [r for r in rows if r.state == PROCESSING]
-                assert len(running) <= 1, f"lane {lane} runs {len(running)} items"
-                for r in running:
-                    earlier = [e for e in rows if (e.lane_seq or 0) < (r.lane_seq or 0)]
-                    assert all(e.state not in (PENDING, PROCESSING) for e in earlier)
-                    if self.policy == "halt":
-                        assert all(e.state == SUCCEEDED for e in earlier), "ran past a halt"
-            # a target lane never has two items in flight
-            for key in {r.target_key for r in snap.items.values() if r.target_key}:
-                flying = [
-                    i
-                    for i, r in snap.items.items()
-                    if r.target_key == key and r.state == PROCESSING
-                ]
-                assert len(flying) <= 1, f"target {key} has {len(flying)} items in flight"
+            self.lanes_hold(snap)
+            self.targets_hold(snap)
             self.seen = snap
 
     EngineMachine.TestCase.settings = settings(

@@ -329,6 +329,8 @@ async def test_stats_count_each_queue_state_and_the_oldest_pending_age(queue: Qu
     mine = {c.state: c for c in stats.counts if c.family == family}
     assert {s: c.count for s, c in mine.items()} == {
         PENDING: 3,  # two of the m's and n1 (a retry, not runnable for an hour)
+        "waiting": 0,
+        "target_wait": 0,
         "processing": 1,
         SUCCEEDED: 3,
         DEAD: 1,
