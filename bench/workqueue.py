@@ -4,10 +4,18 @@ worker processes (real `Worker`s: batch CAS claims, micro-batched fenced complet
 
     .venv/bin/python bench/workqueue.py [--items 100000] [--procs 1 2 4] [--backend sqlite|mariadb]
         [--lanes]   # 20% of items on 1,000 source lanes, half of those also on 10 target lanes
+        [--blocked 1000 100000]  # lane-heavy: every item on a lane, 10% of the lanes blocked
 
 Each run seeds a fresh queue, starts the processes, and times from the moment every process
 is ready until the database says no item is pending or processing. Checks afterwards that
 every item succeeded exactly once (attempt = 1, none dead, no reclaims). Prints JSON.
+
+`--blocked N...` (issue 24, ADR 0064) runs a lane-free burn-down of `--items` first, then for
+each N the lane-heavy one: the same `--items`, every one on a source lane (9,000 lanes), plus
+1,000 more lanes (10% of all) whose head is slow (its handler sleeps until the run ends) with
+N items blocked behind them. The clock stops when every item of the free lanes succeeded (no
+item pending, only the slow heads processing); the blocked ones stay `waiting`. Each run
+reports its rate as a share of the lane-free one.
 """
 
 from __future__ import annotations
@@ -39,7 +47,36 @@ FAMILY = "bench"
 PREFIX = "bench_work"
 
 
-async def seed(url: str, items: int, lanes: bool) -> None:
+FREE_LANES = 9_000
+SLOW_LANES = 1_000
+
+
+def lane(kind: str, i: int, lanes: int) -> str:
+    return f"{kind}-{i % lanes}"
+
+
+def blocked_layout(items: int, blocked: int) -> list[NewItem]:
+    """Slow heads first (each is its lane's head), then the free lanes' items and the blocked
+    items interleaved, as a connector's traffic would arrive."""
+    layout = [NewItem(FAMILY, "default", "slow", lane_key=f"slow-{n}") for n in range(SLOW_LANES)]
+    free = [
+        NewItem(FAMILY, "default", "{}", lane_key=f"free-{i % FREE_LANES}") for i in range(items)
+    ]
+    stuck = [
+        NewItem(FAMILY, "default", "stuck", lane_key=f"slow-{i % SLOW_LANES}")
+        for i in range(blocked)
+    ]
+    step = max(1, len(free) // max(1, len(stuck)))
+    mixed: list[NewItem] = []
+    while free or stuck:
+        mixed += free[:step]
+        del free[:step]
+        if stuck:
+            mixed.append(stuck.pop())
+    return layout + mixed
+
+
+async def seed(url: str, items: int, lanes: bool, blocked: int | None = None) -> None:
     engine = create_engine(url, application_name="bench-seed")
     tables = work_tables(MetaData(), PREFIX)
     async with engine.begin() as conn:
@@ -50,6 +87,13 @@ async def seed(url: str, items: int, lanes: bool) -> None:
     store = WorkStore(tables, owner="bench")
     async with engine.begin() as conn:
         await store.ensure_queue(conn, FAMILY, "default", policy=QueuePolicy(max_attempts=5))
+    if blocked is not None:
+        layout = blocked_layout(items, blocked)
+        for start in range(0, len(layout), 5000):
+            async with engine.begin() as conn:
+                await store.enqueue(conn, layout[start : start + 5000])
+        await engine.dispose()
+        return
     for start in range(0, items, 5000):
         batch = []
         for i in range(start, min(items, start + 5000)):
@@ -74,14 +118,17 @@ async def work(url: str, ready: Path, go: Path) -> None:
     engine = create_engine(url, application_name="bench-worker", pool_size=4)
     store = WorkStore(work_tables(MetaData(), PREFIX), owner="bench")
 
-    async def handler(_item: Any) -> None:
-        return None
+    async def handler(item: Any) -> None:
+        if item.payload == "slow":  # a lane head that blocks its lane until the run ends
+            await asyncio.sleep(3600)
 
     worker = Worker(
         engine,
         store,
         handler,
-        WorkerSettings(concurrency=2048, batch=1024, idle_poll_ms=20, flush_max=2048),
+        WorkerSettings(
+            concurrency=2048, batch=1024, idle_poll_ms=20, flush_max=2048, drain_timeout_s=0.2
+        ),
     )
     gc.collect()
     gc.freeze()
@@ -135,8 +182,16 @@ def busy_cores() -> tuple[float, float]:
     return (sum(values) - idle) / tick, sum(values) / tick
 
 
-def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -> dict[str, Any]:
-    asyncio.run(seed(url, items, lanes))
+def run(
+    url: str,
+    items: int,
+    procs: int,
+    lanes: bool,
+    server_pid: int | None,
+    *,
+    blocked: int | None = None,
+) -> dict[str, Any]:
+    asyncio.run(seed(url, items, lanes, blocked))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-wq-"))
     go = folder / "go"
     workers = []
@@ -163,18 +218,28 @@ def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -
     async def watch() -> float:
         engine = create_engine(url, application_name="bench-watch")
         table = work_tables(MetaData(), PREFIX).items
+        open_states = ["pending", "waiting", "target_wait", "processing"]
         unfinished = (  # one index probe: counting 100,000 rows every 20 ms cost a core
             select(table.c.id)
             .where(
                 table.c.family == FAMILY,
                 table.c.queue_class == "default",
-                table.c.state.in_(["pending", "waiting", "target_wait", "processing"]),
+                table.c.state.in_(["pending"] if blocked is not None else open_states),
             )
             .limit(1)
+        )
+        running = select(func.count()).where(  # the processing range: at most the executors
+            table.c.family == FAMILY,
+            table.c.queue_class == "default",
+            table.c.state == "processing",
         )
         while True:
             async with reading(engine) as conn:
                 left = (await conn.execute(unfinished)).first()
+                # blocked runs: a free lane's next item is promoted with its head's
+                # completion, so no pending item and only the slow heads running = done
+                if left is None and blocked is not None:
+                    left = (await conn.execute(running)).scalar_one() > SLOW_LANES or None
             if left is None:
                 await engine.dispose()
                 return time.perf_counter() - started
@@ -192,10 +257,14 @@ def run(url: str, items: int, procs: int, lanes: bool, server_pid: int | None) -
     assert counts["max_attempt"] == 1, counts
     assert counts["reclaims"] == 0, counts
     assert sum(r["succeeded"] for r in reports) == items, reports
+    if blocked is not None:  # the slow heads were released at the end; nothing ran past them
+        assert counts.get("waiting", 0) == blocked, counts
+        assert counts.get("pending", 0) == SLOW_LANES, counts
     return {
         "procs": procs,
         "items": items,
         "lanes": lanes,
+        "blocked": blocked,
         "seconds": round(elapsed, 2),
         "items_per_s": round(items / elapsed),
         "per_process": [r["succeeded"] for r in reports],
@@ -217,6 +286,7 @@ def main() -> None:
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")
     parser.add_argument("--lanes", action="store_true")
+    parser.add_argument("--blocked", type=int, nargs="+", help="lane-heavy runs, N blocked each")
     parser.add_argument(
         "--peers",
         action="store_true",
@@ -246,9 +316,19 @@ def main() -> None:
             raise SystemExit("mariadbd not found")
         server = start_mariadb(binary)
         url = server.create_database("bench_work")
+    pid = server.process.pid if server is not None else None
     try:
-        for procs in args.procs:
-            pid = server.process.pid if server is not None else None
+        if args.blocked:
+            procs = args.procs[0]
+            free = run(url, args.items, procs, False, pid)
+            out["runs"].append(free)
+            print(json.dumps(free), file=sys.stderr)
+            for blocked in args.blocked:
+                heavy = run(url, args.items, procs, False, pid, blocked=blocked)
+                heavy["share_of_lane_free"] = round(heavy["items_per_s"] / free["items_per_s"], 2)
+                out["runs"].append(heavy)
+                print(json.dumps(heavy), file=sys.stderr)
+        for procs in [] if args.blocked else args.procs:
             out["runs"].append(run(url, args.items, procs, args.lanes, pid))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:

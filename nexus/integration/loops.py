@@ -21,6 +21,7 @@ from nexus.contracts.ops import CheckResult
 from nexus.integration.delivery.executor import CommandExecutor
 from nexus.integration.delivery.models import work
 from nexus.integration.routing.router import EXECUTOR_OWNER, ReceiptRouter, RouterSettings
+from nexus.platform.breaker import BreakerSettings
 from nexus.platform.http_client import internal_client
 from nexus.platform.loops import RestartingLoop
 from nexus.platform.observability import get_logger
@@ -59,7 +60,14 @@ class IntegrationLoops:
             connections=concurrency,
         )
         self.executor = CommandExecutor(
-            self.client, signer, timeout_seconds=cfg.integration_executor_timeout_seconds
+            self.client,
+            signer,
+            timeout_seconds=cfg.integration_executor_timeout_seconds,
+            breaker=BreakerSettings(
+                failures=cfg.integration_executor_breaker_failures,
+                open_ms=cfg.integration_executor_breaker_open_ms,
+                open_cap_ms=cfg.integration_executor_breaker_open_cap_ms,
+            ),
         )
         self.worker = Worker(
             engine,
@@ -73,6 +81,7 @@ class IntegrationLoops:
                 backoff_cap_ms=cfg.integration_executor_backoff_cap_ms,
                 drain_timeout_s=self.grace_seconds,
             ),
+            paused_for=self.executor.breaker.retry_in,
         )
         for router in self.routers:  # new WorkItems: the executor claims them along
             router.executor = self.worker

@@ -234,6 +234,13 @@ class IntegrationSettings(BaseSettings):
     integration_executor_backoff_cap_ms: Annotated[int, Field(ge=1, le=86_400_000)] = 300_000
     #: Timeout of one AcceptCommand call (the deadline header says the same).
     integration_executor_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    #: Circuit breaker to Runtime (`platform.breaker`): this many consecutive calls that
+    #: reached nothing (refused, connect timeout, 503, no answer) open it; while open no
+    #: command is sent or claimed (deferred, no attempt spent) and a probe goes after the open
+    #: time, which doubles per failed probe up to the cap.
+    integration_executor_breaker_failures: Annotated[int, Field(ge=1, le=1000)] = 3
+    integration_executor_breaker_open_ms: Annotated[int, Field(ge=10, le=600_000)] = 1_000
+    integration_executor_breaker_open_cap_ms: Annotated[int, Field(ge=10, le=3_600_000)] = 30_000
 
 
 class OutboxSettings(BaseSettings):

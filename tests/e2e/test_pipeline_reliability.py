@@ -3,7 +3,8 @@ backends: runtime-api, runtime-worker and integration each run as `nexus serve -
 on free ports, sharing one var dir (workload keys, webhook secret) and the databases.
 
 - Runtime down for 30 s: integration keeps acknowledging every webhook, the executor's
-  WorkItems wait and retry, and once runtime-api is back every delivery is one record, once.
+  WorkItems are deferred (nothing reached Runtime: no attempt spent) while its circuit
+  breaker probes, and once runtime-api is back every delivery is one record, once.
 - MariaDB restarted mid-run: ingress refuses with 503 while the server is down, the sender
   retries, and every acknowledged delivery becomes exactly one record; no role is restarted.
 """
@@ -54,6 +55,8 @@ FAST_RETRIES = {
     "NEXUS_INTEGRATION_EXECUTOR_BACKOFF_BASE_MS": "200",
     "NEXUS_INTEGRATION_EXECUTOR_BACKOFF_CAP_MS": "2000",
     "NEXUS_INTEGRATION_EXECUTOR_MAX_ATTEMPTS": "100",
+    "NEXUS_INTEGRATION_EXECUTOR_BREAKER_OPEN_MS": "200",
+    "NEXUS_INTEGRATION_EXECUTOR_BREAKER_OPEN_CAP_MS": "2000",
     "NEXUS_INTEGRATION_ROUTER_IDLE_POLL_MS": "50",
     "NEXUS_INTEGRATION_ROUTER_LEASE_MS": "3000",
     "NEXUS_INTEGRATION_EXECUTOR_LEASE_MS": "5000",
@@ -276,8 +279,13 @@ async def test_runtime_down_for_30_seconds_loses_and_doubles_nothing(stack: Stac
     assert await stack.records("down-") == {}
     items = delivery_tables.work.items
     async with reading(stack.integration) as conn:
-        attempts = (await conn.execute(select(func.min(items.c.attempt)))).scalar_one()
-    assert attempts >= 3  # retried throughout the outage, not parked after one failure
+        rows = list(
+            await conn.execute(select(items.c.attempt, items.c.max_attempts, items.c.failure_class))
+        )
+    assert min(r.attempt for r in rows) >= 3  # tried throughout the outage, never parked
+    assert {r.failure_class for r in rows} == {"deferred"}  # nothing reached Runtime
+    # every try gave its attempt back: none of the 100 was spent on the outage
+    assert {r.attempt - (r.max_attempts - 100) for r in rows} == {0}
 
     await api.start()
     back = time.monotonic()

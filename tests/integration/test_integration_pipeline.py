@@ -191,9 +191,10 @@ async def test_runtime_answers_become_work_states(pipeline: Pipeline) -> None:
     assert items["conflict-1"]["last_error"] == "Runtime answered 409 IDEMPOTENCY_CONFLICT"
     busy = items["busy-1"]
     assert (busy["failure_class"], busy["last_error"]) == (
-        "retryable",
-        "Runtime answered 503 UNAVAILABLE",
+        "deferred",
+        "Runtime answered 503 UNAVAILABLE; nothing taken",
     )
+    assert busy["max_attempts"] == 11  # its attempt was given back (10 + 1)
     async with reading(pipeline.engine) as conn:
         now = int((await conn.execute(db_now_ms().select())).scalar_one())
     assert busy["run_after"] > now + 5_000  # Retry-After: 7 s

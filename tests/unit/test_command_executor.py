@@ -18,10 +18,11 @@ from joserfc.jwk import ECKey
 
 from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.integration.delivery.executor import CommandExecutor
+from nexus.platform.breaker import BreakerSettings
 from nexus.platform.http_client import internal_client
 from nexus.platform.workload import DEADLINE_HEADER, WORKLOAD_HEADER, WorkloadSigner
 from nexus.platform.workqueue.store import Claimed
-from nexus.platform.workqueue.worker import Retryable, Terminal
+from nexus.platform.workqueue.worker import Deferred, Retryable, Terminal, WorkFailed
 from tests.support.runtime_stand_in import StandIn
 from tests.support.servers import closed_port_url, serving
 
@@ -72,7 +73,7 @@ def item(external_id: str, *, work_id: str | None = None) -> Claimed:
 async def outcome(executor: CommandExecutor, claimed: Claimed) -> Exception | None:
     try:
         await executor(claimed)
-    except (Retryable, Terminal) as exc:
+    except WorkFailed as exc:
         return exc
     return None
 
@@ -127,7 +128,7 @@ async def test_each_call_carries_a_fresh_workload_token_and_a_deadline(runtime: 
     [
         ("bad-1", Terminal, "Runtime answered 400 VALIDATION_ERROR", None),
         ("conflict-1", Terminal, "Runtime answered 409 IDEMPOTENCY_CONFLICT", None),
-        ("busy-1", Retryable, "Runtime answered 503 UNAVAILABLE", 7000),
+        ("busy-1", Deferred, "Runtime answered 503 UNAVAILABLE; nothing taken", 7000),
         ("flagged-1", Retryable, "Runtime answered 400 STALE_METADATA", None),  # body decides
         ("expired-1", Retryable, "Runtime answered 401 UNAUTHENTICATED", None),
         ("html-1", Retryable, "Runtime answered 502", None),
@@ -154,10 +155,43 @@ async def test_a_timeout_after_sending_is_retried_under_the_same_message_id(
     assert runtime.calls[-1]["body"]["message_id"] == "work-slow-1"  # it did arrive
 
 
-async def test_an_unreachable_runtime_is_retryable() -> None:
+async def test_an_unreachable_runtime_defers_the_command_without_spending_an_attempt() -> None:
     failure = await call(closed_port_url(), item("ok-9"))
-    assert isinstance(failure, Retryable)
-    assert str(failure) == "Runtime unreachable (ConnectionRefusedError)"
+    assert isinstance(failure, Deferred)
+    assert str(failure) == "Runtime unreachable (ConnectionRefusedError); nothing sent"
+
+
+async def test_the_breaker_opens_sends_nothing_while_open_and_a_probe_closes_it(
+    runtime: StandIn,
+) -> None:
+    """Two 503s in a row open it: the next command is deferred until the open time without a
+    request; after it one probe goes, is answered, and the breaker is closed again."""
+    async with internal_client(base_url=runtime.url, timeout_seconds=5, connections=4) as client:
+        executor = CommandExecutor(
+            client,
+            WorkloadSigner("integration", KEY),
+            timeout_seconds=5,
+            breaker=BreakerSettings(failures=2, open_ms=400, open_cap_ms=400),
+        )
+        try:
+            requests = len(runtime.requests)
+            first = [await outcome(executor, item(f"busy-open-{n}")) for n in range(2)]
+            assert [type(o) for o in first] == [Deferred, Deferred]
+            assert executor.breaker.state == "open"
+            assert 0 < executor.breaker.retry_in() <= 0.4
+            held = await outcome(executor, item("ok-held-1"))
+            assert isinstance(held, Deferred)
+            assert str(held) == "Runtime unavailable (circuit open); nothing sent"
+            assert 0 < (held.delay_ms or 0) <= 400
+            assert len(runtime.requests) == requests + 2  # the held one sent nothing
+            assert "work-ok-held-1" not in runtime.accepted
+            await asyncio.sleep(0.45)
+            assert executor.breaker.retry_in() == 0  # a probe may go
+            assert await outcome(executor, item("ok-probe-1")) is None
+            assert executor.breaker.state == "closed"
+            assert len(runtime.requests) == requests + 3
+        finally:
+            await executor.aclose()
 
 
 async def test_a_corrupt_work_item_is_terminal_and_sends_nothing(runtime: StandIn) -> None:
@@ -196,7 +230,7 @@ async def test_concurrent_items_share_few_requests_each_with_its_own_outcome(
     } <= set(runtime.accepted)
 
 
-async def test_a_whole_request_failure_fails_every_command_in_it_as_retryable(
+async def test_a_whole_request_failure_fails_every_command_in_it_alike(
     runtime: StandIn,
 ) -> None:
     requests = len(runtime.requests)
@@ -205,7 +239,7 @@ async def test_a_whole_request_failure_fails_every_command_in_it_as_retryable(
     )
     assert len(runtime.requests) == requests + 1  # one request carried all three
     assert [(type(o), str(o), getattr(o, "delay_ms", None)) for o in outcomes] == [
-        (Retryable, "Runtime answered 503 UNAVAILABLE", 7000)
+        (Deferred, "Runtime answered 503 UNAVAILABLE; nothing taken", 7000)
     ] * 3
     assert "work-ok-b-1" not in runtime.accepted  # Runtime took none of them
 

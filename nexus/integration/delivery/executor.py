@@ -13,9 +13,15 @@ work id, so Runtime's inbox dedupes every repeat. How an answer becomes each wor
                              the single form): terminal -> dead at once, else retry
     error answer (whole)     `command_error_is_retryable` decides for every command in it
                              (the body's `retryable`, else by status), `Retry-After` honoured
-    no connection            retry
+    503 / no connection      deferred: nothing reached Runtime (refused, connect timeout, or
+                             Runtime said it takes nothing now), so no attempt is spent;
+                             `Retry-After` honoured
     timeout / broken answer  retry: the commands may have been accepted, and sending them
                              again under the same message ids cannot apply them twice
+
+A circuit breaker (`platform.breaker`) watches Runtime: consecutive 503s, unreachables and
+timeouts open it; while it is open no batch is sent (its commands are deferred until it lets a
+probe through) and the worker claims nothing (`paused_for`); one probe batch answered closes it.
 
 Stored errors say the status and Runtime's error code, never the command, the answer's text
 or a header value.
@@ -45,10 +51,11 @@ from nexus.contracts.commands import (
     command_error_is_retryable,
 )
 from nexus.contracts.roles import RUNTIME_AUDIENCE
+from nexus.platform.breaker import BreakerSettings, CircuitBreaker
 from nexus.platform.http_client import InternalClient, InternalUnreachable
 from nexus.platform.workload import WorkloadSigner
 from nexus.platform.workqueue.store import Claimed
-from nexus.platform.workqueue.worker import Retryable, Terminal, WorkFailed
+from nexus.platform.workqueue.worker import Deferred, Retryable, Terminal, WorkFailed
 
 MAX_ANSWER_BYTES = 64 * 1024
 MAX_BATCH_ANSWER_BYTES = 1024 * 1024
@@ -96,6 +103,7 @@ class CommandExecutor:
         max_commands: int = MAX_BATCH_COMMANDS,
         max_bytes: int = MAX_BATCH_BYTES,
         max_in_flight: int = 2,
+        breaker: BreakerSettings | None = None,
     ) -> None:
         # signed calls to Runtime (the client's base_url is Runtime's API)
         self.runtime = InternalClient(
@@ -111,6 +119,7 @@ class CommandExecutor:
         self.max_bytes = min(max_bytes, MAX_BATCH_BYTES)
         self.max_in_flight = max_in_flight
         self.stats = SenderStats()
+        self.breaker = CircuitBreaker("runtime-api", breaker)
         self._queue: deque[_Queued] = deque()
         self._full = asyncio.Event()
         self._gathering = False  # a sender is waiting out its window
@@ -205,6 +214,13 @@ class CommandExecutor:
         self.stats.commands += len(batch)
         self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
         BATCH_COMMANDS.observe(len(batch))
+        if not self.breaker.allow():  # Runtime is down: nothing goes until the probe says
+            wait_ms = max(1, int(self.breaker.retry_in() * 1000))
+            _settle(
+                batch,
+                [Deferred("Runtime unavailable (circuit open); nothing sent", delay_ms=wait_ms)],
+            )
+            return
         try:
             outcomes = await self._exchange(batch)
         except asyncio.CancelledError:
@@ -225,26 +241,45 @@ class CommandExecutor:
                 error_limit=MAX_ANSWER_BYTES,
             )
         except InternalUnreachable as exc:
-            if exc.nothing_sent:
-                return [Retryable(f"Runtime unreachable ({exc.cause})")]
-            if exc.timed_out:  # sent, maybe accepted: ask again, same ids
-                return [
-                    Retryable(
-                        f"no answer from Runtime within {self.timeout_seconds:g}s "
-                        f"({exc.cause}); sent again under the same message id"
-                    )
-                ]
-            return [Retryable(f"the exchange with Runtime broke ({exc.cause})")]
+            self.breaker.failed()
+            return [self._unreachable(exc)]
         status = reply.status
         if 200 <= status < 300:
+            self.breaker.succeeded()
             return _per_command(batch, reply.body)
-        answer = _Answer.parse(reply.body, reply.retry_after)
+        return [self._refused(status, _Answer.parse(reply.body, reply.retry_after))]
+
+    def _unreachable(self, exc: InternalUnreachable) -> WorkFailed:
+        if exc.nothing_sent:
+            return Deferred(
+                f"Runtime unreachable ({exc.cause}); nothing sent", delay_ms=self._deferral_ms()
+            )
+        if exc.timed_out:  # sent, maybe accepted: ask again, same ids
+            return Retryable(
+                f"no answer from Runtime within {self.timeout_seconds:g}s "
+                f"({exc.cause}); sent again under the same message id"
+            )
+        return Retryable(f"the exchange with Runtime broke ({exc.cause})")
+
+    def _refused(self, status: int, answer: _Answer) -> WorkFailed:
+        """A whole-request error answer: 503 (Runtime takes nothing now: starting, draining,
+        overloaded) defers; any other error shows Runtime is there and decides as usual."""
         body = answer.body
-        code = body.get("code") if body is not None else None
-        message = _answered(status, code)
+        message = _answered(status, body.get("code") if body is not None else None)
+        if status == 503:
+            self.breaker.failed()
+            delay = max(answer.retry_after_ms or 0, self._deferral_ms() or 0)
+            return Deferred(f"{message}; nothing taken", delay_ms=delay or None)
+        self.breaker.succeeded()
         if command_error_is_retryable(status, body):
-            return [Retryable(message, delay_ms=answer.retry_after_ms)]
-        return [Terminal(message)]
+            return Retryable(message, delay_ms=answer.retry_after_ms)
+        return Terminal(message)
+
+    def _deferral_ms(self) -> int | None:
+        """How long a deferred command waits: until the breaker lets a probe through when
+        it is open, else the worker's backoff (None)."""
+        wait = self.breaker.retry_in()
+        return int(wait * 1000) if wait > 0 else None
 
 
 def _per_command(batch: list[_Queued], raw: bytes) -> list[WorkFailed | None]:

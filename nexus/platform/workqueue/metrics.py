@@ -53,6 +53,11 @@ _COUNTERS = (
     ("claimed", "nexus_work_claimed", "Work items claimed by this process's workers"),
     ("succeeded", "nexus_work_succeeded", "Work items that succeeded"),
     ("retried", "nexus_work_retries", "Work item attempts that failed and were scheduled again"),
+    (
+        "deferred",
+        "nexus_work_deferred",
+        "Work items put back without spending an attempt (nothing reached their target)",
+    ),
     ("dead", "nexus_work_dead", "Work items recorded dead (terminal or out of attempts)"),
     ("unknown", "nexus_work_outcome_unknown", "Work items whose outcome cannot be known"),
     ("reclaimed", "nexus_work_reclaims", "Expired leases this process's workers reclaimed"),

@@ -71,6 +71,7 @@ FINAL = frozenset({SUCCEEDED, DEAD, CANCELLED})
 PARKED = frozenset({DEAD, OUTCOME_UNKNOWN})  # waiting for an operator
 
 RETRYABLE = "retryable"
+DEFERRED = "deferred"  # nothing reached the target: retried without spending an attempt
 TERMINAL = "terminal"
 UNKNOWN = "outcome_unknown"
 LEASE_EXPIRED = "lease_expired"
@@ -156,7 +157,10 @@ CLAIM_ROUNDS = 4
 
 
 def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
-    """The outcome as recorded: a retry on the last attempt is dead."""
+    """The outcome as recorded: a retry on the last attempt is dead (a deferral never is:
+    it gives its attempt back, see `finish`)."""
+    if outcome.failure_class == DEFERRED:
+        return outcome
     if outcome.state == PENDING and claimed.attempt >= claimed.max_attempts:
         return Outcome(DEAD, outcome.failure_class, outcome.error)
     return outcome
@@ -937,6 +941,7 @@ class WorkStore:
                     "b_class": o.failure_class,
                     "b_error": (o.error or "")[:300] or None,
                 }
+                | ({"b_refund": int(o.failure_class == DEFERRED)} if state == PENDING else {})
                 for c, o in group
             ]
             values: dict[str, Any] = {
@@ -948,6 +953,9 @@ class WorkStore:
             if state == PENDING:
                 values["run_after"] = now + bindparam("b_delay")
                 values["lease_owner"] = None
+                # a deferral (nothing reached the target) keeps its retry budget: `attempt`
+                # only grows (the claim counted one), so the budget grows by that one
+                values["max_attempts"] = items.c.max_attempts + bindparam("b_refund")
             else:
                 values["finished_at"] = now
             await conn.execute(

@@ -44,6 +44,7 @@ from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import (
     DEAD,
+    DEFERRED,
     OUTCOME_UNKNOWN,
     PENDING,
     RETRYABLE,
@@ -80,6 +81,13 @@ class Terminal(WorkFailed):
     failure_class = TERMINAL
 
 
+class Deferred(WorkFailed):
+    """Nothing reached the target (it was down or refused to take anything): the item runs
+    again later and its attempt is given back, so an outage never kills work."""
+
+    failure_class = DEFERRED
+
+
 class OutcomeUnknown(WorkFailed):
     failure_class = UNKNOWN
 
@@ -108,6 +116,7 @@ class WorkerStats:
     claimed: int = 0
     succeeded: int = 0
     retried: int = 0
+    deferred: int = 0
     dead: int = 0
     unknown: int = 0
     lost: int = 0
@@ -161,10 +170,16 @@ class Worker:
         store: WorkStore,
         handler: Handler,
         settings: WorkerSettings | None = None,
+        *,
+        paused_for: Callable[[], float] | None = None,
     ) -> None:
+        """`paused_for()`: seconds the handler's target cannot take work (a circuit breaker
+        is open); while it is above 0 the poller claims nothing, so an outage does not turn
+        into claims that defer at once."""
         self.engine = engine
         self.store = store
         self.handler = handler
+        self.paused_for = paused_for
         self.settings = settings or WorkerSettings()
         self.stats = WorkerStats(batch=self.settings.batch)
         PROCESS_STATS.append(self.stats)
@@ -261,6 +276,10 @@ class Worker:
                 await self._slots.wait()
                 continue
             self._wakeup.clear()
+            pause = self.paused_for() if self.paused_for is not None else 0.0
+            if pause > 0:
+                await self._sleep(min(pause, 1.0))
+                continue
             try:
                 await self._refresh_queues()
                 await self._sweep()
@@ -506,6 +525,13 @@ class Worker:
             return Outcome(DEAD, TERMINAL, message)
         if failure_class == UNKNOWN:
             return Outcome(OUTCOME_UNKNOWN, UNKNOWN, message)
+        if failure_class == DEFERRED:
+            wait = (
+                delay_ms
+                if delay_ms is not None
+                else backoff_ms(1, self.settings.backoff_base_ms, self.settings.backoff_cap_ms)
+            )
+            return Outcome(PENDING, DEFERRED, message, wait)
         delay = (
             delay_ms
             if delay_ms is not None
@@ -595,7 +621,9 @@ class Worker:
 
     def _count(self, claimed: Claimed, outcome: Outcome) -> None:
         state = effective(claimed, outcome).state
-        if state == PENDING:
+        if outcome.failure_class == DEFERRED:
+            self.stats.deferred += 1
+        elif state == PENDING:
             self.stats.retried += 1
         elif state == DEAD:
             self.stats.dead += 1

@@ -30,6 +30,7 @@ from nexus.platform.workqueue.store import (
 from nexus.platform.workqueue.tables import WorkTables, work_tables
 from nexus.platform.workqueue.worker import (
     Along,
+    Deferred,
     Retryable,
     Terminal,
     Worker,
@@ -182,6 +183,55 @@ async def test_retries_back_off_then_succeed_and_terminal_errors_are_dead_at_onc
     assert rows[broken]["last_error"] == "the target refused the record: INVALID_FIELD"
     assert (rows[secret]["state"], rows[secret]["attempt"]) == (DEAD, 3)  # out of attempts
     assert rows[secret]["last_error"] == "unexpected ValueError"  # never the message text
+
+
+async def test_a_deferral_gives_its_attempt_back_so_an_outage_never_kills_work(
+    queue: Queue,
+) -> None:
+    """Seven deferrals (nothing reached the target) of an item allowed 2 attempts: it is never
+    dead, and succeeds when the target is back; its budget grew by one per deferral."""
+    family = queue.family()
+    (item_id,) = await queue.enqueue(
+        [NewItem(family, "default", "x")], policy=QueuePolicy(max_attempts=2)
+    )
+
+    async def handler(item: Claimed) -> None:
+        if item.attempt <= 7:
+            raise Deferred("target unreachable (ConnectionRefusedError); nothing sent", delay_ms=1)
+
+    worker = Worker(queue.engine, queue.store(), handler, fast())
+    await run_until(worker, lambda: all_final(queue, family, 1))
+    row = (await queue.rows(family))[item_id]
+    assert (row["state"], row["attempt"], row["max_attempts"]) == (SUCCEEDED, 8, 9)
+    assert worker.stats.deferred == 7
+    assert worker.stats.dead == worker.stats.retried == 0
+
+
+async def test_a_paused_worker_claims_nothing_until_its_target_is_back(queue: Queue) -> None:
+    family = queue.family()
+    await queue.enqueue([NewItem(family, "default", f"p{i}") for i in range(3)])
+    ran: list[str] = []
+    paused = [True]
+
+    async def handler(item: Claimed) -> None:
+        ran.append(item.payload)
+
+    worker = Worker(
+        queue.engine, queue.store(), handler, fast(), paused_for=lambda: 0.05 if paused[0] else 0
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.sleep(0.5)
+        assert ran == []
+        assert worker.stats.claimed == 0
+        paused[0] = False
+        async with asyncio.timeout(30):
+            while len(ran) < 3:  # noqa: ASYNC110 - the handler's own record
+                await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+        await task
+    assert sorted(ran) == ["p0", "p1", "p2"]
 
 
 async def test_a_source_lane_runs_in_order_and_a_dead_head_halts_it(queue: Queue) -> None:
