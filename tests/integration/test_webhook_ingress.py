@@ -17,6 +17,7 @@ import httpx
 import pytest
 import pytest_asyncio
 import structlog
+from prometheus_client import REGISTRY
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -219,6 +220,52 @@ async def test_a_redelivery_returns_the_same_receipt(ingress: Ingress) -> None:
     [row] = await receipts(ingress.engine, provider_delivery_id="msg-2")
     assert row["deliveries"] == 2
     assert row["last_delivery_at_ms"] >= row["received_at_ms"]
+
+
+async def test_a_redelivery_with_another_body_is_recorded_not_taken_for_the_same(
+    ingress: Ingress,
+) -> None:
+    first_body, other_body = contact_event("digest-1"), contact_event("digest-1", extra="x")
+    first = await post(
+        ingress, "/hooks/demo/contacts", first_body, signed(first_body, delivery_id="msg-digest")
+    )
+    same = await post(
+        ingress, "/hooks/demo/contacts", first_body, signed(first_body, delivery_id="msg-digest")
+    )
+    other = await post(
+        ingress, "/hooks/demo/contacts", other_body, signed(other_body, delivery_id="msg-digest")
+    )
+    receipt_id = first.json()["receipt_id"]
+    assert same.json() == {"receipt_id": receipt_id, "duplicate": True}
+    assert other.json() == {"receipt_id": receipt_id, "duplicate": True, "digest_mismatch": True}
+    [row] = await receipts(ingress.engine, provider_delivery_id="msg-digest")
+    assert (row["deliveries"], row["digest_mismatches"]) == (3, 1)
+    assert row["body_snapshot"] == first_body  # the first body stays the receipt's
+    metric = REGISTRY.get_sample_value(
+        "nexus_ingress_receipts_total", {"connector": "demo", "outcome": "digest_mismatch"}
+    )
+    assert metric is not None
+    assert metric >= 1
+
+
+async def test_one_delivery_id_on_two_routes_of_a_connector_is_two_deliveries(
+    ingress: Ingress,
+) -> None:
+    contact = contact_event("shared-1")
+    on_contacts = await post(
+        ingress, "/hooks/demo/contacts", contact, signed(contact, delivery_id="evt-shared")
+    )
+    plain_route = parse_route_file(ROUTES).routes[1]
+    plain = json.dumps({"id": "evt-shared"}).encode()
+    on_plain = await post(
+        ingress,
+        "/hooks/demo/plain",
+        plain,
+        signed_headers(plain_route, PLAIN_SECRET, body=plain, url="", event_kind="x"),
+    )
+    assert [on_contacts.json()["duplicate"], on_plain.json()["duplicate"]] == [False, False]
+    rows = await receipts(ingress.engine, provider_delivery_id="evt-shared")
+    assert sorted(r["route_key"] for r in rows) == ["contacts", "plain"]
 
 
 async def test_delivery_ids_that_differ_only_in_case_are_two_deliveries(ingress: Ingress) -> None:

@@ -65,7 +65,10 @@ class HooksEndpoint:
         except NexusError as exc:
             await _answer(send, exc.status, exc.body(request_id))
             return
-        await _answer(send, 200, {"receipt_id": stored.receipt_id, "duplicate": stored.duplicate})
+        answer: dict[str, object] = {"receipt_id": stored.receipt_id, "duplicate": stored.duplicate}
+        if stored.digest_mismatch:  # the body differs from the one received first
+            answer["digest_mismatch"] = True
+        await _answer(send, 200, answer)
 
 
 async def _body(receive: Receive) -> AsyncIterator[bytes]:

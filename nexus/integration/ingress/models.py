@@ -66,6 +66,8 @@ ingress_receipt = Table(
     Column("received_at_ms", BigInteger, nullable=False),
     Column("last_delivery_at_ms", BigInteger, nullable=False),
     Column("deliveries", Integer, nullable=False),
+    # redeliveries whose body digest differed from `payload_sha256` (the first body is kept)
+    Column("digest_mismatches", Integer, nullable=False, server_default="0"),
     Column("correlation", Text, nullable=False),  # JSON: safe ids only (request, delivery)
     Column("body_bytes", Integer, nullable=False),
     Column("body_snapshot", BodyBytes, nullable=True),  # the payload when within the bound
@@ -82,8 +84,14 @@ ingress_receipt = Table(
     Column("lease_until_ms", BigInteger, nullable=True),
     Column("materialized_event_ids", Text, nullable=True),  # JSON list
     Column("error", Text, nullable=True),  # sanitized: never payloads or secrets
+    # one delivery = one provider delivery id on one route (integration_0009); the id
+    # before the route, so the console finds a delivery id on every route with one range
     UniqueConstraint(
-        "org_id", "connector", "provider_delivery_id", name="uq_ingress_receipt_delivery"
+        "org_id",
+        "connector",
+        "provider_delivery_id",
+        "route_key",
+        name="uq_ingress_receipt_route_delivery",
     ),
     Index(
         "ix_ingress_receipt_router", "org_id", "router_status", "next_attempt_at_ms", "receipt_id"

@@ -51,6 +51,7 @@ class ReceiptRow:
             "content_type": self.content_type,
             "event_kind": self.event_kind,
             "deliveries": 1,
+            "digest_mismatches": 0,
             "correlation": compact_json(self.correlation),
             "body_bytes": self.body_bytes,
             "body_snapshot": self.body_snapshot,
@@ -64,14 +65,19 @@ class ReceiptRow:
         }
 
     @property
-    def delivery_key(self) -> tuple[str, str, str]:
-        return (self.org_id, self.connector, self.provider_delivery_id)
+    def delivery_key(self) -> tuple[str, str, str, str]:
+        """What makes a delivery one: the same provider delivery id on one route of one
+        connector of one org (another route of the connector is another delivery)."""
+        return (self.org_id, self.connector, self.route_key, self.provider_delivery_id)
 
 
 @dataclass(frozen=True)
 class Stored:
     receipt_id: str
     duplicate: bool
+    #: a redelivery whose body digest differs from the stored receipt's: the provider sent
+    #: something else under a delivery id it had used (counted on the receipt and a metric)
+    digest_mismatch: bool = False
 
 
 #: Rows per multi-row INSERT: x 21 parameters stays under SQLite's 32,766 limit.
@@ -176,37 +182,56 @@ def store_receipts(conn: Connection, rows: Sequence[ReceiptRow]) -> list[Stored]
     wanted = {row.provider_delivery_id for row in rows}
     orgs = {row.org_id for row in rows}
     found = conn.execute(
-        select(t.c.org_id, t.c.connector, t.c.provider_delivery_id, t.c.receipt_id).where(
-            t.c.org_id.in_(orgs), t.c.provider_delivery_id.in_(wanted)
-        )
+        select(
+            t.c.org_id,
+            t.c.connector,
+            t.c.route_key,
+            t.c.provider_delivery_id,
+            t.c.receipt_id,
+            t.c.payload_sha256,
+        ).where(t.c.org_id.in_(orgs), t.c.provider_delivery_id.in_(wanted))
     )
-    owner = {(r.org_id, r.connector, r.provider_delivery_id): r.receipt_id for r in found}
+    owner = {
+        (r.org_id, r.connector, r.route_key, r.provider_delivery_id): (
+            r.receipt_id,
+            r.payload_sha256,
+        )
+        for r in found
+    }
     stored, redelivered = _resolve(rows, owner)
-    for (org_id, receipt_id), count in redelivered.items():
+    for (org_id, receipt_id), (count, mismatched) in redelivered.items():
         conn.execute(
             update(t)
             .where(t.c.org_id == org_id, t.c.receipt_id == receipt_id)
-            .values(deliveries=t.c.deliveries + count, last_delivery_at_ms=db_now_ms())
+            .values(
+                deliveries=t.c.deliveries + count,
+                digest_mismatches=t.c.digest_mismatches + mismatched,
+                last_delivery_at_ms=db_now_ms(),
+            )
         )
     return stored
 
 
 def _resolve(
-    rows: Sequence[ReceiptRow], owner: dict[tuple[str, str, str], str]
-) -> tuple[list[Stored], dict[tuple[str, str], int]]:
-    """Each row's receipt (its own, or the one already holding its delivery) and, per
-    (org, receipt) that was delivered again, how many times."""
+    rows: Sequence[ReceiptRow], owner: dict[tuple[str, str, str, str], tuple[str, str]]
+) -> tuple[list[Stored], dict[tuple[str, str], tuple[int, int]]]:
+    """Each row's receipt (its own, or the one already holding its delivery: `owner` maps a
+    delivery key to that receipt's id and body digest) and, per (org, receipt) delivered
+    again, how many times and how many of those carried another body."""
     stored: list[Stored] = []
-    redelivered: dict[tuple[str, str], int] = {}
+    redelivered: dict[tuple[str, str], tuple[int, int]] = {}
     for row in rows:
-        receipt_id = owner.get(row.delivery_key)
-        if receipt_id is None:  # neither inserted nor present: the driver lied about rowcount
+        found = owner.get(row.delivery_key)
+        if found is None:  # neither inserted nor present: the driver lied about rowcount
             raise RuntimeError("receipt batch: a row was neither inserted nor found")
+        receipt_id, digest = found
         duplicate = receipt_id != row.receipt_id
-        stored.append(Stored(receipt_id, duplicate))
+        mismatch = duplicate and digest != row.payload_sha256
+        stored.append(Stored(receipt_id, duplicate, mismatch))
         if duplicate:
             key = (row.org_id, receipt_id)
-            redelivered[key] = redelivered.get(key, 0) + 1
+            times, mismatched = redelivered.get(key, (0, 0))
+            redelivered[key] = (times + 1, mismatched + int(mismatch))
     return stored, redelivered
 
 
@@ -223,34 +248,43 @@ def store_receipts_sqlite(dbapi: Any, dialect: Any, rows: Sequence[ReceiptRow]) 
     if inserted == len(rows):
         return [Stored(row.receipt_id, False) for row in rows]
     lookup, count = _redelivery_sql(dialect)
-    owner: dict[tuple[str, str, str], str] = {}
+    owner: dict[tuple[str, str, str, str], tuple[str, str]] = {}
     for key in dict.fromkeys(row.delivery_key for row in rows):
         found = dbapi.execute(lookup, key).fetchone()
         if found is not None:
-            owner[key] = found[0]
+            owner[key] = (found[0], found[1])
     stored, redelivered = _resolve(rows, owner)
-    for (org_id, receipt_id), times in redelivered.items():
-        dbapi.execute(count, (times, org_id, receipt_id))
+    for (org_id, receipt_id), (times, mismatched) in redelivered.items():
+        dbapi.execute(count, (times, mismatched, org_id, receipt_id))
     return stored
 
 
 @functools.lru_cache(maxsize=4)
 def _redelivery_sql(dialect: Any) -> tuple[str, str]:
-    """(SELECT a delivery's receipt by (org, connector, delivery id); UPDATE a receipt's
-    delivery count by (count, org, receipt id)), compiled for `dialect` (positional)."""
+    """(SELECT a delivery's receipt and body digest by (org, connector, route, delivery id);
+    UPDATE a receipt's delivery and digest-mismatch counts by (count, mismatches, org,
+    receipt id)), compiled for `dialect` (positional)."""
     t = ingress_tables.ingress_receipt
-    lookup = select(t.c.receipt_id).where(
+    lookup = select(t.c.receipt_id, t.c.payload_sha256).where(
         t.c.org_id == bindparam("org_id"),
         t.c.connector == bindparam("connector"),
+        t.c.route_key == bindparam("route_key"),
         t.c.provider_delivery_id == bindparam("delivery_id"),
     )
     count = (
         update(t)
         .where(t.c.org_id == bindparam("org_id"), t.c.receipt_id == bindparam("receipt_id"))
-        .values(deliveries=t.c.deliveries + bindparam("times"), last_delivery_at_ms=db_now_ms())
+        .values(
+            deliveries=t.c.deliveries + bindparam("times"),
+            digest_mismatches=t.c.digest_mismatches + bindparam("mismatched"),
+            last_delivery_at_ms=db_now_ms(),
+        )
     )
     compiled = [statement.compile(dialect=dialect) for statement in (lookup, count)]
-    expected = [("org_id", "connector", "delivery_id"), ("times", "org_id", "receipt_id")]
+    expected = [
+        ("org_id", "connector", "route_key", "delivery_id"),
+        ("times", "mismatched", "org_id", "receipt_id"),
+    ]
     if [tuple(c.positiontup or ()) for c in compiled] != expected:
         raise RuntimeError(f"{dialect.name}: unexpected parameter order")
     return str(compiled[0]), str(compiled[1])

@@ -43,7 +43,8 @@ log = get_logger(__name__)
 
 RECEIPTS = Counter(
     "nexus_ingress_receipts_total",
-    "Webhook deliveries durably received, by connector and outcome (accepted|duplicate)",
+    "Webhook deliveries durably received, by connector and outcome (accepted|duplicate|"
+    "digest_mismatch: a redelivery under a known delivery id with another body)",
     ["connector", "outcome"],
 )
 REJECTED = Counter(
@@ -284,7 +285,16 @@ class IngressService:
             reason = exc.code.lower() if not isinstance(exc, SignatureRejected) else exc.reason
             _rejected(label, reason).inc()
             raise
-        _received(label, "duplicate" if stored.duplicate else "accepted").inc()
+        outcome = "duplicate" if stored.duplicate else "accepted"
+        if stored.digest_mismatch:  # kept as the first body; counted on the receipt
+            outcome = "digest_mismatch"
+            log.warning(
+                "ingress.redelivery_body_differs",
+                connector=delivery.connector,
+                route=delivery.route,
+                receipt_id=stored.receipt_id,
+            )
+        _received(label, outcome).inc()
         return stored
 
     async def _receive(self, delivery: Delivery, known: KnownRoute) -> Stored:

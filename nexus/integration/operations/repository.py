@@ -50,6 +50,7 @@ CONTEXT = (
     rc.c.provider_delivery_id,
     rc.c.received_at_ms,
     rc.c.deliveries,
+    rc.c.digest_mismatches,
     rc.c.router_status,
 )
 
@@ -238,6 +239,7 @@ class OperationsRepository:
                         rc.c.received_at_ms,
                         rc.c.last_delivery_at_ms,
                         rc.c.deliveries,
+                        rc.c.digest_mismatches,
                         rc.c.body_bytes,
                         rc.c.payload_sha256,
                         rc.c.signature_scheme,

@@ -60,6 +60,8 @@ class ReceiptContext(BaseModel):
     delivery_id: str
     received_at: datetime | None
     deliveries: int
+    #: redeliveries of this delivery id that carried another body (the first one is kept)
+    digest_mismatches: int = 0
     router_status: str
 
 
@@ -112,6 +114,7 @@ class DeadLetter(BaseModel):
                 delivery_id=row.provider_delivery_id,
                 received_at=at(row.received_at_ms),
                 deliveries=row.deliveries,
+                digest_mismatches=row.digest_mismatches,
                 router_status=row.router_status,
             ),
         )

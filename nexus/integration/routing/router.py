@@ -195,7 +195,8 @@ def map_receipt(
         "source_object_kind": mapped.source_kind,
         "source_object_id": mapped.source_id,
         "idempotency_key": fit(
-            f"{receipt.connector}:{receipt.provider_delivery_id}:{ordinal}", 191
+            f"{receipt.connector}:{receipt.route_key}:{receipt.provider_delivery_id}:{ordinal}",
+            191,
         ),
         "delivery_seq": receipt.received_at_ms,
         "payload_sha256": receipt.payload_sha256,
