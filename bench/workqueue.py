@@ -127,7 +127,13 @@ async def work(url: str, ready: Path, go: Path) -> None:
         store,
         handler,
         WorkerSettings(
-            concurrency=2048, batch=1024, idle_poll_ms=20, flush_max=2048, drain_timeout_s=0.2
+            # the slow heads of a blocked run hold executors of their own: the free work
+            # has 2,048 in every run
+            concurrency=2048 + SLOW_LANES,
+            batch=1024,
+            idle_poll_ms=20,
+            flush_max=2048,
+            drain_timeout_s=0.2,
         ),
     )
     gc.collect()

@@ -216,6 +216,7 @@ def add_lane_waits(prefix: str) -> None:
         Column("waiters", Integer, nullable=False, server_default="0"),
     )
     items = f"{prefix}_item"
+    op.add_column(items, Column("waiting_on", exact_key(191)))
     op.create_index(
         f"ix_{prefix}_source",
         items,
@@ -225,8 +226,8 @@ def add_lane_waits(prefix: str) -> None:
     op.create_index(
         f"ix_{prefix}_target",
         items,
-        ["family", "target_key", "state", "run_after", "id"],
-        sqlite_where=text("target_key IS NOT NULL"),
+        ["family", "waiting_on", "run_after", "id"],
+        sqlite_where=text("waiting_on IS NOT NULL"),
     )
     op.execute(
         f"UPDATE {items} SET state = 'waiting' WHERE state = 'pending' "  # noqa: S608 - names
@@ -246,5 +247,7 @@ def drop_lane_waits(prefix: str) -> None:
     )
     op.drop_index(f"ix_{prefix}_target", table_name=items)
     op.drop_index(f"ix_{prefix}_source", table_name=items)
+    with op.batch_alter_table(items) as batch:
+        batch.drop_column("waiting_on")
     with op.batch_alter_table(f"{prefix}_target_lane") as batch:
         batch.drop_column("waiters")

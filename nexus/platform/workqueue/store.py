@@ -536,14 +536,13 @@ class WorkStore:
 
     @functools.cached_property
     def _oldest_waiter(self) -> Any:
-        """The first `target_wait` item of lane b_key of b_family (the target index)."""
+        """The first item waiting for lane b_key of b_family (the target index)."""
         items = self.t.items
         return (
             select(items.c.id)
             .where(
                 items.c.family == bindparam("b_family"),
-                items.c.target_key == bindparam("b_key"),
-                items.c.state == TARGET_WAIT,
+                items.c.waiting_on == bindparam("b_key"),
             )
             .order_by(items.c.run_after, items.c.id)
             .limit(1)
@@ -569,16 +568,23 @@ class WorkStore:
         )
 
     @functools.cached_property
-    def _to_state(self) -> Any:
-        """Items b_ids from state b_from to b_to (a CAS: only those still in b_from)."""
+    def _park_items(self) -> Any:
+        """Pending items b_ids wait for target lane b_key (a CAS on their state)."""
         items = self.t.items
         return (
             update(items)
-            .where(
-                items.c.id.in_(bindparam("b_ids", expanding=True)),
-                items.c.state == bindparam("b_from"),
-            )
-            .values(state=bindparam("b_to"))
+            .where(items.c.id.in_(bindparam("b_ids", expanding=True)), items.c.state == PENDING)
+            .values(state=TARGET_WAIT, waiting_on=bindparam("b_key"))
+        )
+
+    @functools.cached_property
+    def _unpark_item(self) -> Any:
+        """Waiting item b_id is pending again (a CAS on its state)."""
+        items = self.t.items
+        return (
+            update(items)
+            .where(items.c.id == bindparam("b_id"), items.c.state == TARGET_WAIT)
+            .values(state=PENDING, waiting_on=None)
         )
 
     @functools.cached_property
@@ -853,7 +859,7 @@ class WorkStore:
             if counted.rowcount != 1:
                 continue
             moved = await fast_sql.execute(
-                conn, self._to_state, {"b_ids": ids, "b_from": PENDING, "b_to": TARGET_WAIT}
+                conn, self._park_items, {"b_ids": ids, "b_key": target_key}
             )
             parked += moved.rowcount
         return parked
@@ -1031,9 +1037,7 @@ class WorkStore:
         ).first()
         promoted = 0
         if found is not None:
-            moved = await fast_sql.execute(
-                conn, self._to_state, {"b_ids": [found[0]], "b_from": TARGET_WAIT, "b_to": PENDING}
-            )
+            moved = await fast_sql.execute(conn, self._unpark_item, {"b_id": found[0]})
             promoted = moved.rowcount
         await fast_sql.execute(
             conn,
@@ -1049,7 +1053,8 @@ class WorkStore:
         halts it unless the queue skips."""
         if not heads:
             return
-        skipping = await self._lane_policies(conn, family, {h.queue_class for h in heads})
+        parked = {h.queue_class for h in heads if h.parked}  # only they ask for the policy
+        skipping = await self._lane_policies(conn, family, parked) if parked else {}
         advance: list[tuple[str, int]] = []
         halt = []
         for head in heads:

@@ -18,11 +18,14 @@ secondary indexes (ADR 0064):
              range: they wait in their own states (`store.WAITING`, `store.TARGET_WAIT`)
     source   (family, lane_key, lane_seq): the next item of a lane, promoted when its head
              finishes (the seed's source-lane index; the lane order is `lane_seq`)
-    target   (family, target_key, state, run_after, id): the oldest item waiting for a
-             target lane, promoted when the lane is freed
+    target   (family, waiting_on, run_after, id): the oldest item waiting for a target
+             lane, promoted when the lane is freed. `waiting_on` is the item's target key
+             while it waits (`target_wait`) and NULL otherwise, so a state change of any
+             other item leaves this index alone (`state` in it cost every claim and
+             completion a second index rewrite on InnoDB)
 
-The source and target indexes hold only laned rows on SQLite (partial indexes); MariaDB and
-MySQL have no partial indexes and keep an entry for every row.
+The source and target indexes hold only the rows they are for on SQLite (partial indexes);
+MariaDB and MySQL have no partial indexes and keep an entry for every row.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("lane_key", exact_key(191)),
         Column("lane_seq", BigInteger),
         Column("target_key", exact_key(191)),
+        Column("waiting_on", exact_key(191)),  # = target_key while in `target_wait`
         Column("attempt", Integer, nullable=False, default=0),
         Column("max_attempts", Integer, nullable=False),
         Column("lease_token", String(32)),
@@ -96,11 +100,10 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
     Index(
         f"ix_{prefix}_target",
         c.family,
-        c.target_key,
-        c.state,
+        c.waiting_on,
         c.run_after,
         c.id,
-        sqlite_where=c.target_key.isnot(None),
+        sqlite_where=c.waiting_on.isnot(None),
     )
     source_lanes = Table(
         f"{prefix}_source_lane",

@@ -1,8 +1,9 @@
 """runtime: blocked work leaves the claim range (docs/adr/0064).
 
-Target lanes count their waiters; work items get the source-lane index `(family, lane_key,
-lane_seq)` and the target-lane index `(family, target_key, state, run_after, id)`; items
-queued behind their source lane's head become `waiting` (`add_lane_waits`).
+Target lanes count their waiters; work items get `waiting_on` (the target key while an item
+waits for its lane), the source-lane index `(family, lane_key, lane_seq)` and the target-lane
+index `(family, waiting_on, run_after, id)`; items queued behind their source lane's head
+become `waiting` (`add_lane_waits`).
 
 Revision ID: runtime_0012
 Revises: runtime_0011
