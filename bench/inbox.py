@@ -133,7 +133,11 @@ class Sender:
             COMMANDS_PATH,
             content=request.model_dump_json(),
             headers={
-                **self.signer.headers("runtime-api", deadline_ms=int((time.time() + 30) * 1000)),
+                **self.signer.headers(
+                    "runtime-api",
+                    deadline_ms=int((time.time() + 30) * 1000),
+                    org=request.org_id,
+                ),
                 "content-type": "application/json",
             },
         )

@@ -14,6 +14,7 @@ import base64
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from joserfc import jwt
@@ -79,13 +80,21 @@ class WorkloadRejected(Exception):
         self.forbidden = forbidden
 
 
+@dataclass(frozen=True)
+class VerifiedWorkload:
+    """A genuine workload token: who calls, and the org it signed for (None: not org-bound)."""
+
+    name: str
+    org: str | None
+
+
 class WorkloadVerifier:
     def __init__(self, public_keys: Mapping[str, ECKey], *, audience: str) -> None:
         self.public_keys = dict(public_keys)
         self.audience = audience
 
-    def verify(self, token: str | None, *, capability: str) -> str:
-        """The calling workload's name, when its token is genuine and it holds `capability`."""
+    def verify(self, token: str | None, *, capability: str) -> VerifiedWorkload:
+        """The calling workload, when its token is genuine and it holds `capability`."""
         if not token:
             raise WorkloadRejected("missing workload token")
         name = _unverified_kid(token)
@@ -108,7 +117,8 @@ class WorkloadVerifier:
             raise WorkloadRejected("workload token rejected")
         if capability not in CAPABILITIES.get(name, frozenset()):
             raise WorkloadRejected(f"workload {name} may not use {capability}", forbidden=True)
-        return name
+        org = claims.get("org")
+        return VerifiedWorkload(name, org if isinstance(org, str) and org else None)
 
 
 def _unverified_kid(token: str) -> str:

@@ -20,6 +20,7 @@ from nexus.contracts.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from nexus.contracts.identity import TrustedCall
 from nexus.identity import service
 from nexus.identity.delegation import (
+    VerifiedWorkload,
     WorkloadRejected,
     WorkloadVerifier,
     issue_delegation,
@@ -75,7 +76,7 @@ def _deadline(raw: str | None) -> int:
     return deadline
 
 
-def _workload(request: Request, capability: str) -> str:
+def _workload(request: Request, capability: str) -> VerifiedWorkload:
     try:
         return identity_state(request).workloads.verify(
             request.headers.get(WORKLOAD_HEADER), capability=capability
@@ -88,10 +89,12 @@ def _workload(request: Request, capability: str) -> str:
 
 @dataclass(frozen=True)
 class WorkloadCall:
-    """An internal call a workload makes on its own behalf (no user): who, and until when."""
+    """An internal call a workload makes on its own behalf (no user): who, in which org (as
+    its token signed it; None for a token without one), and until when."""
 
     workload: str
     deadline_ms: int
+    org: str | None = None
 
 
 def workload_call(capability: str) -> Callable[[Request], Awaitable[WorkloadCall]]:
@@ -100,8 +103,9 @@ def workload_call(capability: str) -> Callable[[Request], Awaitable[WorkloadCall
     then runs as is the endpoint's decision (fail closed), never the caller's."""
 
     async def dependency(request: Request) -> WorkloadCall:
-        workload = _workload(request, capability)
-        return WorkloadCall(workload, _deadline(request.headers.get(DEADLINE_HEADER)))
+        verified = _workload(request, capability)
+        deadline = _deadline(request.headers.get(DEADLINE_HEADER))
+        return WorkloadCall(verified.name, deadline, verified.org)
 
     return dependency
 
@@ -111,7 +115,7 @@ def internal_call(capability: str) -> Callable[[Request], Awaitable[TrustedCall]
 
     async def dependency(request: Request) -> TrustedCall:
         state = identity_state(request)
-        workload = _workload(request, capability)
+        workload = _workload(request, capability).name
         deadline = _deadline(request.headers.get(DEADLINE_HEADER))
         claims = read_delegation(
             state.cfg, request.headers.get(DELEGATION_HEADER), workload=workload
@@ -394,7 +398,7 @@ class ExchangeResponse(BaseModel):
 @router.post("/internal/v1/identity/exchange", response_model=ExchangeResponse)
 async def exchange(request: Request, body: ExchangeRequest, state: State) -> ExchangeResponse:
     """IdentityContext.Exchange: a user's access token + the caller's workload -> delegation."""
-    workload = _workload(request, "identity.exchange")
+    workload = _workload(request, "identity.exchange").name
     _deadline(request.headers.get(DEADLINE_HEADER))
     caller = await state.authenticator.from_access_token(body.credential)
     token, ttl = issue_delegation(state.cfg, caller, workload=workload)

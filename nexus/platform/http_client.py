@@ -58,12 +58,21 @@ class InternalUnreachable(Exception):
     role cannot have acted on the request; otherwise it may have."""
 
     def __init__(self, error: BaseException) -> None:
-        self.timed_out = isinstance(error, httpx.TimeoutException)
-        self.nothing_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
-        self.error = type(error).__name__
         root = error
         while root.__cause__ is not None:  # the transport's own exception, under httpx's
             root = root.__cause__
+        if isinstance(root, aiohttp.ClientError):
+            # httpx_aiohttp maps every aiohttp connection error to ConnectTimeout, including a
+            # server that closed the connection after the request went out (a crash after its
+            # commit): only a failed connect, or a timed-out one, sent nothing
+            self.nothing_sent = isinstance(
+                root, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError
+            )
+            self.timed_out = isinstance(root, aiohttp.ServerTimeoutError)
+        else:
+            self.nothing_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+            self.timed_out = isinstance(error, httpx.TimeoutException)
+        self.error = type(error).__name__
         self.cause = type(root).__name__
         super().__init__(f"no answer ({self.error})")
 
@@ -159,13 +168,19 @@ class InternalClient:
         return self._answer(reply.status_code, reply.content, None)
 
     async def exchange(
-        self, path: str, content: bytes, *, answer_limit: int, error_limit: int
+        self,
+        path: str,
+        content: bytes,
+        *,
+        answer_limit: int,
+        error_limit: int,
+        org: str | None = None,
     ) -> RawAnswer:
         """A signed POST of a body the caller serialized, answered with ANY status (the caller
         reads it per item): the bytes of a 2xx answer up to `answer_limit`, of any other up to
         `error_limit`, read as they stream. Only transport failures raise
-        (`InternalUnreachable`)."""
-        headers = self._headers(None)
+        (`InternalUnreachable`). `org`: the org the call acts in, signed into its token."""
+        headers = self._headers(None, org)
         headers["content-type"] = "application/json"
         try:
             async with self.client.stream(
@@ -186,9 +201,11 @@ class InternalClient:
         except httpx.HTTPError as exc:
             raise InternalUnreachable(exc) from None
 
-    def _headers(self, delegation: str | None) -> dict[str, str]:
+    def _headers(self, delegation: str | None, org: str | None = None) -> dict[str, str]:
         deadline_ms = int((time.time() + self.timeout_s) * 1000)
-        return self.signer.headers(self.audience, deadline_ms=deadline_ms, delegation=delegation)
+        return self.signer.headers(
+            self.audience, deadline_ms=deadline_ms, delegation=delegation, org=org
+        )
 
     @staticmethod
     def _answer(status: int, content: bytes, model: type[M] | None) -> Any:

@@ -75,23 +75,42 @@ class WorkloadSigner:
             raise WorkloadKeyMissing(f"no workload key for {name!r} at {path}")
         return cls(name, ECKey.import_key(path.read_bytes()))
 
-    def token(self, audience: str, *, ttl_seconds: int = WORKLOAD_TOKEN_TTL_SECONDS) -> str:
+    def token(
+        self,
+        audience: str,
+        *,
+        ttl_seconds: int = WORKLOAD_TOKEN_TTL_SECONDS,
+        org: str | None = None,
+    ) -> str:
+        """`org`: the tenant the call acts in (claim `org`), for receivers that take the org
+        from the signed context instead of the body (AcceptCommand)."""
         now = int(time.time())
-        claims = {
+        claims: dict[str, object] = {
             "iss": self.name,
             "aud": audience,
             "iat": now,
             "exp": now + min(ttl_seconds, WORKLOAD_TOKEN_TTL_SECONDS),
             "jti": secrets.token_urlsafe(12),
         }
+        if org is not None:
+            claims["org"] = org
         header = {"alg": WORKLOAD_ALGORITHM, "kid": self.name, "typ": WORKLOAD_TOKEN_TYPE}
         return jwt.encode(header, claims, self._key, algorithms=[WORKLOAD_ALGORITHM])
 
     def headers(
-        self, audience: str, *, deadline_ms: int, delegation: str | None = None
+        self,
+        audience: str,
+        *,
+        deadline_ms: int,
+        delegation: str | None = None,
+        org: str | None = None,
     ) -> dict[str, str]:
-        """The headers of one internal call: who is calling, for whom, until when."""
-        headers = {WORKLOAD_HEADER: self.token(audience), DEADLINE_HEADER: str(deadline_ms)}
+        """The headers of one internal call: who is calling, for whom, in which org, until
+        when."""
+        headers = {
+            WORKLOAD_HEADER: self.token(audience, org=org),
+            DEADLINE_HEADER: str(deadline_ms),
+        }
         if delegation is not None:
             headers[DELEGATION_HEADER] = delegation
         return headers

@@ -214,8 +214,11 @@ def deadline_ms(seconds: float = 10) -> int:
     return int((time.time() + seconds) * 1000)
 
 
-def headers(db: RuntimeDb, workload: str = "integration") -> dict[str, str]:
-    return workload_signer(db.settings, workload).headers("runtime-api", deadline_ms=deadline_ms())
+def headers(db: RuntimeDb, workload: str = "integration", org: str | None = None) -> dict[str, str]:
+    """A workload call's headers, its token signed for `org` (the test org by default)."""
+    return workload_signer(db.settings, workload).headers(
+        "runtime-api", deadline_ms=deadline_ms(), org=org or db.org_id
+    )
 
 
 def command(
@@ -252,7 +255,7 @@ async def send(
             "command": body,
             "correlation": {"event_id": "evt-1"},
         },
-        headers=headers(db, workload),
+        headers=headers(db, workload, org_id),
     )
 
 

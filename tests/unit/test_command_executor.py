@@ -41,10 +41,10 @@ async def runtime() -> AsyncIterator[StandIn]:
         yield stand_in
 
 
-def item(external_id: str, *, work_id: str | None = None) -> Claimed:
+def item(external_id: str, *, work_id: str | None = None, org: str = ORG) -> Claimed:
     work_id = work_id or f"work-{external_id}"
     request = AcceptCommandRequest(
-        org_id=ORG,
+        org_id=org,
         message_id=work_id,
         command=RecordCommand(
             op="upsert",
@@ -242,6 +242,23 @@ async def test_a_whole_request_failure_fails_every_command_in_it_alike(
         (Deferred, "Runtime answered 503 UNAVAILABLE; nothing taken", 7000)
     ] * 3
     assert "work-ok-b-1" not in runtime.accepted  # Runtime took none of them
+
+
+async def test_each_batch_holds_one_orgs_commands_and_its_token_is_signed_for_that_org(
+    runtime: StandIn,
+) -> None:
+    other = "00D000000000002BBB"
+    requests = len(runtime.requests)
+    items = [item(f"ok-org-{n}", org=ORG if n % 2 else other) for n in range(6)]
+    assert await call_all(runtime.url, items, seconds=10) == [None] * 6
+    assert len(runtime.requests) == requests + 2  # one per org
+    public = ECKey.import_key(KEY.as_pem(private=False))
+    signed = {}
+    for call in runtime.calls[-6:]:
+        token = call["headers"][WORKLOAD_HEADER]
+        claims = jwt.decode(token, public, algorithms=["ES256"]).claims
+        signed.setdefault(claims["org"], set()).add(call["body"]["org_id"])
+    assert signed == {ORG: {ORG}, other: {other}}
 
 
 async def test_a_batch_bounded_by_bytes_is_split(runtime: StandIn) -> None:

@@ -79,6 +79,7 @@ BATCH_COMMANDS = Histogram(
 class _Queued:
     payload: bytes  # the work item's AcceptCommandRequest JSON, sent as it is
     future: asyncio.Future[None]
+    org: str  # the org its token is signed for: a batch holds one org's commands
 
 
 @dataclass
@@ -135,7 +136,7 @@ class CommandExecutor:
             DELIVERED.labels("terminal").inc()
             raise Terminal("the work item's command carries another message id")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(item.payload.encode(), future))
+        self._queue.append(_Queued(item.payload.encode(), future, request.org_id))
         if len(self._queue) >= self.max_commands:
             self._full.set()
         self._kick()
@@ -194,17 +195,25 @@ class CommandExecutor:
                 await self._full.wait()
 
     def _take(self) -> list[_Queued]:
+        """The next batch: commands of the org of the oldest one (its token is signed for
+        that org), in queue order, within the count and byte bounds; the others keep their
+        places for the next batch."""
         batch: list[_Queued] = []
         size = ENVELOPE_BYTES
+        others: list[_Queued] = []
         while self._queue and len(batch) < self.max_commands:
             queued = self._queue[0]
             if queued.future.done():  # its handler was cancelled (drain, lost lease)
                 self._queue.popleft()
                 continue
+            if batch and queued.org != batch[0].org:
+                others.append(self._queue.popleft())
+                continue
             if batch and size + len(queued.payload) + 1 > self.max_bytes:
                 break
             size += len(queued.payload) + 1
             batch.append(self._queue.popleft())
+        self._queue.extendleft(reversed(others))
         if len(self._queue) < self.max_commands:
             self._full.clear()
         return batch
@@ -239,6 +248,7 @@ class CommandExecutor:
                 content,
                 answer_limit=MAX_BATCH_ANSWER_BYTES,
                 error_limit=MAX_ANSWER_BYTES,
+                org=batch[0].org,
             )
         except InternalUnreachable as exc:
             self.breaker.failed()

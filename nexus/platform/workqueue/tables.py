@@ -124,7 +124,7 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         Column("lease_until", BigInteger),
         # items parked in `target_wait` on this lane (a hint: the lane's release promotes
         # one while it is above 0; parking writes it, which orders parking after a release)
-        Column("waiters", Integer, nullable=False, default=0, server_default="0"),
+        Column("waiters", Integer, nullable=False, server_default="0"),
     )
     families = Table(
         f"{prefix}_family",

@@ -20,7 +20,14 @@ from nexus.contracts.commands import (
     CommandResult,
     command_error_is_retryable,
 )
-from nexus.contracts.errors import BadRequest, NexusError, PayloadTooLarge, ServiceUnavailable
+from nexus.contracts.errors import (
+    BadRequest,
+    Forbidden,
+    NexusError,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    Unauthorized,
+)
 from nexus.identity.api import WorkloadCall, workload_call
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
@@ -102,13 +109,36 @@ async def accept_command_batch(
     return AcceptCommandBatchResponse(results=[r for r in results if r is not None])
 
 
+def _org_refusal(call: WorkloadCall, command: AcceptCommandRequest) -> NexusError | None:
+    """A command is accepted only in the org its workload token was signed for: the body's
+    `org_id` must say the same (it is never the authority). A token without an org is from a
+    sender that predates this rule: refused as retryable (401), so its work waits for the
+    sender's upgrade instead of dying."""
+    if call.org is None:
+        return Unauthorized(
+            "the workload token names no org; AcceptCommand takes the org from it",
+            code="WORKLOAD_ORG_MISSING",
+        )
+    if command.org_id != call.org:
+        return Forbidden(
+            "the command names another org than its workload token", code="ORG_MISMATCH"
+        )
+    return None
+
+
 async def _accept(
     request: Request, call: WorkloadCall, commands: list[AcceptCommandRequest]
 ) -> list[Outcome]:
     inbox: CommandInbox = request.app.state.inbox
+    outcomes: list[Outcome | None] = [_org_refusal(call, command) for command in commands]
+    taken = [command for command, refused in zip(commands, outcomes, strict=True) if not refused]
+    if not taken:
+        return [o for o in outcomes if o is not None]
     try:
-        return await inbox.accept_batch(
-            request.app.state.runtime.metadata, workload=call.workload, requests=commands
+        accepted = iter(
+            await inbox.accept_batch(
+                request.app.state.runtime.metadata, workload=call.workload, requests=taken
+            )
         )
     except (OperationalError, InterfaceError) as exc:  # down, busy: the caller tries again
         log.warning("inbox.accept_failed", error=type(exc).__name__, code=driver_code(exc))
@@ -116,6 +146,7 @@ async def _accept(
             f"the command was not accepted ({type(exc).__name__}); retry with the same id",
             code="DATABASE_UNAVAILABLE",
         ) from None
+    return [refused if refused is not None else next(accepted) for refused in outcomes]
 
 
 def _result(message_id: str | None, outcome: Outcome) -> CommandResult:

@@ -139,7 +139,7 @@ async def test_a_conflict_and_bad_commands_are_refused_alone(
         42,  # not even an object
         entry(db, command("cf-z", LastName="A" * 5000)),  # above the per-command limit
         entry(db, command("cf-w", LastName="A", Shoe_Size__c=44)),  # unknown field
-        entry(db, command("cf-v"), org_id="00D000000000000AAA"),  # no binding in that org
+        entry(db, command("cf-v"), org_id="00D000000000000AAA"),  # not the token's org
         good[2],
     ]
     results = await send_batch(api, db, batch)
@@ -156,7 +156,7 @@ async def test_a_conflict_and_bad_commands_are_refused_alone(
         ("refused", 400, "BAD_REQUEST"),
         ("refused", 413, "PAYLOAD_TOO_LARGE"),
         ("refused", 400, "INVALID_FIELD"),
-        ("refused", 403, "WORKLOAD_NOT_BOUND"),
+        ("refused", 403, "ORG_MISMATCH"),
         ("accepted", None, None),
     ]
     assert all(not r["error"]["retryable"] for r in results if r["status"] != "accepted")

@@ -20,6 +20,7 @@ from nexus.identity import service as identity
 from nexus.identity.repository import IdentityRepository
 from nexus.platform.db.clock import read_now_ms
 from nexus.platform.db.engine import reading, session_factory, unit_of_work
+from nexus.platform.secrets import workload_signer
 from nexus.platform.workload import DEADLINE_HEADER
 from nexus.runtime.inbox import models as inbox_tables
 from nexus.runtime.inbox.repository import InboxRepository
@@ -30,6 +31,7 @@ from tests.support.commands import (
     accepted,
     command,
     contact,
+    deadline_ms,
     headers,
     history,
     item,
@@ -143,6 +145,27 @@ async def test_a_workload_must_prove_itself_and_hold_the_capability(
     no_deadline = {k: v for k, v in headers(db).items() if k != DEADLINE_HEADER}
     assert (await api.post(COMMANDS, json=body, headers=no_deadline)).status_code == 400
     assert await stored_messages(db) == before
+
+
+async def test_the_org_is_the_one_the_workload_token_was_signed_for(
+    api: httpx.AsyncClient, db: RuntimeDb
+) -> None:
+    """Never the body's: a command for another org than its token's is refused for good, and
+    a token without an org (a sender older than this rule) is refused as retryable."""
+    before = await stored_messages(db)
+    body = {"org_id": db.org_id, "message_id": "m-org", "command": command("org-1")}
+    other = await api.post(COMMANDS, json=body, headers=headers(db, org="00D000000000009ZZZ"))
+    assert (other.status_code, other.json()["code"]) == (403, "ORG_MISMATCH")
+    assert not command_error_is_retryable(403, other.json())
+    unsigned = workload_signer(db.settings, "integration").headers(
+        "runtime-api", deadline_ms=deadline_ms()
+    )
+    missing = await api.post(COMMANDS, json=body, headers=unsigned)
+    assert (missing.status_code, missing.json()["code"]) == (401, "WORKLOAD_ORG_MISSING")
+    assert command_error_is_retryable(401, missing.json())
+    assert await stored_messages(db) == before  # nothing of either was accepted
+    signed = await api.post(COMMANDS, json=body, headers=headers(db))
+    assert signed.status_code == 202, signed.text
 
 
 async def test_no_binding_an_inactive_user_or_an_unknown_org_is_refused(
