@@ -114,8 +114,15 @@ async def seed(url: str, items: int, lanes: bool, blocked: int | None = None) ->
     await engine.dispose()
 
 
+def synchronous() -> str:
+    """SQLite's `PRAGMA synchronous` for this run (`--durable`: FULL; the product ships NORMAL)."""
+    return os.environ.get("BENCH_SQLITE_SYNCHRONOUS", "NORMAL")
+
+
 async def work(url: str, ready: Path, go: Path) -> None:
-    engine = create_engine(url, application_name="bench-worker", pool_size=4)
+    engine = create_engine(
+        url, application_name="bench-worker", pool_size=4, sqlite_synchronous=synchronous()
+    )
     store = WorkStore(work_tables(MetaData(), PREFIX), owner="bench")
 
     async def handler(item: Any) -> None:
@@ -294,6 +301,11 @@ def main() -> None:
     parser.add_argument("--lanes", action="store_true")
     parser.add_argument("--blocked", type=int, nargs="+", help="lane-heavy runs, N blocked each")
     parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="commit-durable: SQLite synchronous=FULL, MariaDB innodb_flush_log_at_trx_commit=1",
+    )
+    parser.add_argument(
         "--peers",
         action="store_true",
         help="then run huey (SqliteHuey) and procrastinate (PostgreSQL) from ../shared/peerbench",
@@ -306,9 +318,16 @@ def main() -> None:
         # uvloop, as the roles that run workers have it (`nexus serve`: uvicorn, loop="auto")
         uvloop.run(work(url, Path(ready), Path(go)))
         return
+    if args.durable:
+        os.environ["BENCH_SQLITE_SYNCHRONOUS"] = "FULL"  # the worker processes inherit it
     out: dict[str, Any] = {
         "machine": f"{os.uname().nodename} {os.cpu_count()} cpu, {sys.version.split()[0]}",
         "backend": args.backend,
+        "durability": (
+            ("synchronous=FULL" if args.backend == "sqlite" else "flush_log_at_trx_commit=1")
+            if args.durable
+            else ("synchronous=NORMAL" if args.backend == "sqlite" else "flush_log_at_trx_commit=2")
+        ),
         "runs": [],
     }
     server = None
@@ -320,7 +339,7 @@ def main() -> None:
         binary = find_server_binary()
         if binary is None:
             raise SystemExit("mariadbd not found")
-        server = start_mariadb(binary)
+        server = start_mariadb(binary, durable=args.durable)
         url = server.create_database("bench_work")
     pid = server.process.pid if server is not None else None
     try:

@@ -38,6 +38,7 @@ def role_engine(
         idle_write_transaction_timeout_seconds=settings.db.db_idle_write_transaction_timeout_seconds,
         sqlite_busy_timeout_ms=settings.db.sqlite_busy_timeout_ms,
         sqlite_on_loop=sqlite_on_loop,
+        sqlite_synchronous=settings.db.sqlite_synchronous,
     )
 
 

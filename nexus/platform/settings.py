@@ -59,6 +59,11 @@ class DatabaseSettings(BaseSettings):
     catalog_database_url: SecretStr | None = None
     integration_database_url: SecretStr | None = None
     sqlite_busy_timeout_ms: Annotated[int, Field(ge=0, le=600_000)] = 5000
+    #: SQLite's `PRAGMA synchronous` (WAL): NORMAL (shipped) keeps every commit through a
+    #: process crash, and may lose the last commits on a power loss or kernel crash; FULL
+    #: fsyncs the log on every commit and keeps them through those too (bench/RESULTS.md
+    #: measures the cost).
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     #: A serving role checkpoints its SQLite files' WALs on a thread this often, instead of
     #: in whichever COMMIT finds the WAL full (docs/adr/0057). 0: SQLite's own checkpoints.
     sqlite_checkpoint_interval_ms: Annotated[int, Field(ge=0, le=60_000)] = 500

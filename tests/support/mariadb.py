@@ -96,7 +96,11 @@ def _accepts(socket_path: str) -> bool:
     return True
 
 
-def start_mariadb(binary: str) -> MariaDB:
+def start_mariadb(binary: str, *, durable: bool = False) -> MariaDB:
+    """A throwaway server. `durable`: the redo log is flushed at every commit
+    (`innodb_flush_log_at_trx_commit=1`, MariaDB's own default, what a production server
+    runs); otherwise once a second (2: the tests' setting, a commit survives a server crash
+    but not the machine's)."""
     root = Path(tempfile.mkdtemp(prefix="nexus-mariadb-"))
     datadir, sock, log = root / "data", str(root / "mysqld.sock"), root / "error.log"
     install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
@@ -127,7 +131,7 @@ def start_mariadb(binary: str) -> MariaDB:
         f"--log-error={log}",
         "--skip-log-bin",
         "--innodb-buffer-pool-size=128M",
-        "--innodb-flush-log-at-trx-commit=2",
+        f"--innodb-flush-log-at-trx-commit={1 if durable else 2}",
         "--character-set-server=utf8mb4",
         "--max-connections=500",
         *user_args,

@@ -33,6 +33,8 @@ from nexus.platform.db.sqlite import writes as sqlite_writes
 from nexus.platform.settings import parse_database_url
 
 _READONLY_OPTION = "nexus_readonly"
+#: `PRAGMA synchronous` values an engine accepts (never interpolated from elsewhere).
+SYNCHRONOUS = {"NORMAL": "NORMAL", "FULL": "FULL"}
 
 
 def create_engine(
@@ -44,6 +46,7 @@ def create_engine(
     sqlite_busy_timeout_ms: int = 5000,
     idle_write_transaction_timeout_seconds: int = 60,
     sqlite_on_loop: bool = False,
+    sqlite_synchronous: str = "NORMAL",
 ) -> AsyncEngine:
     """An engine for one logical service, labelled with the process's role.
 
@@ -51,7 +54,9 @@ def create_engine(
     aiosqlite's (`sqlite_on_loop`); for engines whose statements are all short."""
     parsed = parse_database_url(url)
     if parsed.drivername.startswith("sqlite"):
-        return _sqlite_engine(url, parsed.database or "", sqlite_busy_timeout_ms, sqlite_on_loop)
+        return _sqlite_engine(
+            url, parsed.database or "", sqlite_busy_timeout_ms, sqlite_on_loop, sqlite_synchronous
+        )
     engine = create_async_engine(
         url,
         pool_size=pool_size,
@@ -86,13 +91,21 @@ def _bound_idle_write_transactions(engine: Engine, seconds: int) -> None:
             cursor.close()
 
 
-def _sqlite_engine(url: str, database: str, busy_timeout_ms: int, on_loop: bool) -> AsyncEngine:
+def _sqlite_engine(
+    url: str, database: str, busy_timeout_ms: int, on_loop: bool, synchronous: str
+) -> AsyncEngine:
     if database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     driver: dict[str, Any] = {"module": sqlite_on_loop.dbapi()} if on_loop else {}
     engine = create_async_engine(url, connect_args={"timeout": busy_timeout_ms / 1000}, **driver)
     gate = _write_gate(database) if database != ":memory:" else f"memory:{id(engine)}"
-    _configure_sqlite(engine.sync_engine, busy_timeout_ms, write_gate=gate, database=database)
+    _configure_sqlite(
+        engine.sync_engine,
+        busy_timeout_ms,
+        write_gate=gate,
+        database=database,
+        synchronous=synchronous,
+    )
     return engine
 
 
@@ -134,7 +147,12 @@ def create_sqlite_sync_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000) -
 
 
 def _configure_sqlite(
-    engine: Engine, busy_timeout_ms: int, *, write_gate: str | None, database: str | None
+    engine: Engine,
+    busy_timeout_ms: int,
+    *,
+    write_gate: str | None,
+    database: str | None,
+    synchronous: str = "NORMAL",
 ) -> None:
     """Pragmas, `BEGIN IMMEDIATE` for writers, with `write_gate` the in-process FIFO queue
     of write transactions on that file (`sqlite_writes`), and for a file `database` the
@@ -149,7 +167,7 @@ def _configure_sqlite(
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={SYNCHRONOUS[synchronous]}")
         if path is not None:
             sqlite_checkpoints.configure(cursor, path)
         cursor.close()
