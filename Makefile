@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck imports pytest install system-deps node-deps frontend frontend-lint frontend-test lock wheel image-test clean
+
+.PHONY: run test test-galera check lint typecheck imports pytest install system-deps node-deps frontend frontend-lint frontend-test lock wheel image-test clean
 
 run: $(STAMP) frontend
 	exec $(BIN)/nexus up
@@ -59,6 +60,13 @@ frontend-test: $(FRONTEND_DEPS)
 
 pytest: $(STAMP) node-deps frontend
 	$(BIN)/pytest
+
+# The work engine and the pipeline on a 3-node MariaDB Galera cluster (multi-primary, on
+# loopback ports; needs galera-4 and rsync, installed here when missing). Run once per change
+# to the work engine; not part of `make test`.
+test-galera: $(STAMP)
+	./scripts/install-system-deps.sh --galera
+	NEXUS_TEST_GALERA=1 $(BIN)/pytest tests/galera
 
 # Regenerate both hashed locks from pyproject.toml (needs the index; review the diff).
 LOCK_FLAGS := --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links

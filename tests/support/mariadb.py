@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +97,18 @@ def _accepts(socket_path: str) -> bool:
     return True
 
 
-def start_mariadb(binary: str, *, durable: bool = False) -> MariaDB:
+def start_mariadb(
+    binary: str,
+    *,
+    durable: bool = False,
+    extra_args: Sequence[str] = (),
+    shared_datadir: bool = False,
+) -> MariaDB:
     """A throwaway server. `durable`: the redo log is flushed at every commit
     (`innodb_flush_log_at_trx_commit=1`, MariaDB's own default, what a production server
     runs); otherwise once a second (2: the tests' setting, a commit survives a server crash
-    but not the machine's)."""
+    but not the machine's). `shared_datadir`: other users may write the data directory (a
+    Galera joiner receives its state from an rsync daemon that runs as `nobody`)."""
     root = Path(tempfile.mkdtemp(prefix="nexus-mariadb-"))
     datadir, sock, log = root / "data", str(root / "mysqld.sock"), root / "error.log"
     install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
@@ -119,6 +127,10 @@ def start_mariadb(binary: str, *, durable: bool = False) -> MariaDB:
         check=True,
         capture_output=True,
     )
+    if shared_datadir:
+        root.chmod(0o755)
+        for path in [datadir, *datadir.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
     port = free_port()
     argv = [
         binary,
@@ -135,6 +147,7 @@ def start_mariadb(binary: str, *, durable: bool = False) -> MariaDB:
         "--character-set-server=utf8mb4",
         "--max-connections=500",
         *user_args,
+        *extra_args,
     ]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = MariaDB(port=port, socket_path=sock, process=process, root=root, argv=argv)

@@ -62,6 +62,11 @@ _COUNTERS = (
     ("unknown", "nexus_work_outcome_unknown", "Work items whose outcome cannot be known"),
     ("reclaimed", "nexus_work_reclaims", "Expired leases this process's workers reclaimed"),
     ("lost", "nexus_work_lease_lost", "Leases lost before the outcome was recorded"),
+    (
+        "conflicts",
+        "nexus_work_claim_conflicts",
+        "Claims and outcome writes rolled back by a deadlock or a lost certification (retried)",
+    ),
 )
 
 

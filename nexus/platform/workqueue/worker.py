@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from nexus.platform.db.backend import backend_of
 from nexus.platform.db.engine import reading
+from nexus.platform.db.errors import is_deadlock
 from nexus.platform.loops import SideTasks
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
@@ -121,6 +122,7 @@ class WorkerStats:
     unknown: int = 0
     lost: int = 0
     reclaimed: int = 0
+    conflicts: int = 0  # claim or outcome writes rolled back by a deadlock / certification loss
     claims: int = 0
     claim_latency_ms: float = 0.0  # EWMA
     claim_seconds: float = 0.0  # total time in claim transactions (with `claims`: a summary)
@@ -286,8 +288,11 @@ class Worker:
                 claimed = await self._claim_round(free)
             except Exception as exc:  # noqa: BLE001 - the database is down or busy: back off
                 unless_cancelled()
-                log.warning("work.poll_failed", error=type(exc).__name__)
                 claimed = 0
+                if is_deadlock(exc):  # another claimer won these rows (on Galera: at COMMIT,
+                    self.stats.conflicts += 1  # on another node): a lost CAS, claim again
+                    continue
+                log.warning("work.poll_failed", error=type(exc).__name__)
                 await self._sleep(1.0)
             if claimed == 0:  # until the next poll, a wake, or a lane moving here
                 # not `wait_for`: its task of its own costs a second trip through a busy loop
@@ -558,6 +563,10 @@ class Worker:
                     break
                 except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are renewed
                     unless_cancelled()
+                    if is_deadlock(exc):  # lost to a concurrent writer (Galera: at COMMIT)
+                        self.stats.conflicts += 1
+                        await asyncio.sleep(random.uniform(0, 0.01))  # noqa: S311 - jitter
+                        continue
                     log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)

@@ -27,6 +27,7 @@ from nexus.contracts.commands import (
 )
 from nexus.contracts.errors import BadRequest, Conflict, Forbidden, NexusError, NotFound
 from nexus.platform.db.engine import unit_of_work
+from nexus.platform.db.errors import is_deadlock
 from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import canonical_json
 from nexus.platform.observability import get_logger
@@ -46,7 +47,6 @@ from nexus.runtime.records.coercion import InvalidValue, coerce
 log = get_logger(__name__)
 MAX_REPORTED_FIELDS = 20
 DEADLOCK_ATTEMPTS = 3
-MYSQL_DEADLOCK = 1213
 #: `NEXUS_FAILPOINT` value (tests): runtime-api exits after an accept commits, before answering.
 FAILPOINT_AFTER_COMMIT = "inbox.after_accept_commit"
 
@@ -265,17 +265,6 @@ def _answer(request: AcceptCommandRequest, taken: StoredMessage, digest: str) ->
     return AcceptCommandResponse(
         message_id=request.message_id, work_id=taken.work_id, status="duplicate"
     )
-
-
-def driver_code(exc: Exception) -> int | None:
-    """The driver's numeric error code (MySQL: 1213 deadlock, 1205 lock wait timeout)."""
-    args: tuple[object, ...] = tuple(getattr(getattr(exc, "orig", None), "args", ()))
-    return args[0] if args and isinstance(args[0], int) else None
-
-
-def is_deadlock(exc: Exception) -> bool:
-    """MySQL/MariaDB/TiDB error 1213: this transaction was rolled back to break a deadlock."""
-    return driver_code(exc) == MYSQL_DEADLOCK
 
 
 def _check(view: MetadataView, command: RecordCommand) -> None:

@@ -29,9 +29,10 @@ from nexus.contracts.errors import (
     Unauthorized,
 )
 from nexus.identity.api import WorkloadCall, workload_call
+from nexus.platform.db.errors import driver_code
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
-from nexus.runtime.inbox.accept import CommandInbox, Outcome, driver_code
+from nexus.runtime.inbox.accept import CommandInbox, Outcome
 
 log = get_logger(__name__)
 router = APIRouter(prefix="/internal/v1/runtime")
