@@ -46,7 +46,9 @@ from tests.support.mariadb import MariaDB
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 SECRET = "reliability-shared-secret"
-RUNTIME_DOWN_SECONDS = 30
+#: How long runtime-api stays down (NEXUS_E2E_OUTAGE_SECONDS=1800: the 30-minute outage
+#: recorded in bench/RESULTS.md; the suite runs 30 s).
+RUNTIME_DOWN_SECONDS = int(os.environ.get("NEXUS_E2E_OUTAGE_SECONDS", "30"))
 DOWN_DELIVERIES = 40
 RESTART_DELIVERIES = 60
 #: Short executor backoff so a retrying item notices Runtime is back within ~2 s; enough
