@@ -97,12 +97,17 @@ async def stack(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> A
         for each in result.roles.values():
             await each.start()
         yield result
+        for name, each in result.roles.items():
+            if each.alive():  # a drained stop, for every role the test did not kill
+                assert await each.stop() == 0, f"{name}: {each.tail()}"
     finally:
         for each in result.roles.values():
-            if each.alive():
-                assert each.process is not None
+            if each.process is None:
+                continue
+            if each.process.poll() is None:
                 each.process.send_signal(signal.SIGCONT)
                 each.process.kill()
+            each.process.wait(timeout=30)  # reaped: no process outlives its Popen
         await integration.dispose()
         await runtime.engine.dispose()
 
