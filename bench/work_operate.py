@@ -39,10 +39,24 @@ async def seed(engine, t, items: int) -> int:
             await conn.run_sync(table.create)
         now = int((await conn.execute(db_now_ms().select())).scalar_one())
         await conn.execute(
+            insert(t.families),
+            [
+                {
+                    "family": f"org1/routes:f{f}",
+                    "org_id": "org1",
+                    "owner": "bench",
+                    "ownership_epoch": 1,
+                    "admitting": True,
+                    "updated_at": now,
+                }
+                for f in range(FAMILIES)
+            ],
+        )
+        await conn.execute(
             insert(t.queues),
             [
                 {
-                    "family": f"routes:f{f}",
+                    "family": f"org1/routes:f{f}",
                     "queue_class": "default",
                     "weight": 1,
                     "max_attempts": 8,
@@ -61,7 +75,7 @@ async def seed(engine, t, items: int) -> int:
         rows.append(
             {
                 "id": f"{i:020d}",
-                "family": f"routes:f{i % FAMILIES}",
+                "family": f"org1/routes:f{i % FAMILIES}",
                 "queue_class": "default",
                 "state": state,
                 "run_after": at,
@@ -108,15 +122,15 @@ async def run(url: str) -> None:
 
         async def page() -> None:
             async with reading(engine) as conn:
-                await operate.list_parked(conn, t, limit=100)
+                await operate.list_parked(conn, t, org_id="org1", limit=100)
 
         print(f"queue_stats (open states): {await timed(stats):.1f} ms median")
         print(f"list_parked page of 100:   {await timed(page):.1f} ms median")
         async with reading(engine) as conn:
-            ids = [p.id for p in await operate.list_parked(conn, t, limit=100)]
+            ids = [p.id for p in await operate.list_parked(conn, t, org_id="org1", limit=100)]
         started = time.perf_counter()
         async with engine.begin() as conn:
-            done = await operate.replay(conn, t, ids)
+            done = await operate.replay(conn, t, ids, org_id="org1")
         print(f"replay of {len(done.done)} items: {(time.perf_counter() - started) * 1000:.1f} ms")
         pruned, started = 0, time.perf_counter()
         while True:

@@ -43,7 +43,7 @@ from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore
 from nexus.platform.workqueue.tables import work_tables
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
 
-FAMILY = "bench"
+FAMILY = "org1/bench"
 PREFIX = "bench_work"
 
 

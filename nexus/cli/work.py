@@ -36,6 +36,8 @@ def _work_tables(service: LogicalService) -> dict[str, Any]:
 
 
 def cmd_work_stats(args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+
     from nexus.platform.db.engine import reading
     from nexus.platform.observability import configure_logging
     from nexus.platform.workqueue.operate import list_parked
@@ -50,7 +52,7 @@ def cmd_work_stats(args: argparse.Namespace) -> int:
     )
 
     async def run() -> list[str]:
-        lines = [f"{'QUEUE':12} {'FAMILY':28} {'CLASS':12} {'STATE':16} {'COUNT':>8} OLDEST"]
+        lines = [f"{'QUEUE':12} {'FAMILY':40} {'CLASS':12} {'STATE':16} {'COUNT':>8} OLDEST"]
         halted = []
         for service in services:
             async with (
@@ -65,13 +67,18 @@ def cmd_work_stats(args: argparse.Namespace) -> int:
                                 "" if c.oldest_age_ms is None else f"{c.oldest_age_ms / 1000:.1f}s"
                             )
                             lines.append(
-                                f"{name:12} {c.family:28} {c.queue_class:12} {c.state:16} "
+                                f"{name:12} {c.family:40} {c.queue_class:12} {c.state:16} "
                                 f"{c.count:>8} {age}".rstrip()
                             )
-                    halted += [
-                        f"{name}: lane {p.family} {p.lane_key} halted by {p.id} ({p.state})"
-                        for p in await list_parked(conn, tables, halting_only=True, limit=50)
-                    ]
+                    families = tables.families
+                    orgs = select(families.c.org_id).distinct().order_by(families.c.org_id)
+                    for (org_id,) in list(await conn.execute(orgs)):  # the deployment's view
+                        halted += [
+                            f"{name}: lane {p.family} {p.lane_key} halted by {p.id} ({p.state})"
+                            for p in await list_parked(
+                                conn, tables, org_id=org_id, halting_only=True, limit=50
+                            )
+                        ]
         return lines + halted
 
     try:

@@ -71,7 +71,12 @@ class IntegrationLoops:
         )
         self.worker = Worker(
             engine,
-            WorkStore(work, owner=EXECUTOR_OWNER, lease_ms=cfg.integration_executor_lease_ms),
+            WorkStore(
+                work,
+                owner=EXECUTOR_OWNER,
+                lease_ms=cfg.integration_executor_lease_ms,
+                orgs=settings.core.work_orgs or None,
+            ),
             self.executor,
             WorkerSettings(
                 concurrency=concurrency,

@@ -7,6 +7,7 @@ history; each service's database records its position in `alembic_version_<servi
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -26,13 +27,18 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    delete,
+    insert,
+    select,
     text,
+    update,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db.backend import backend_of, exact_key
 from nexus.platform.settings import CoreSettings
+from nexus.platform.workqueue.keys import SEPARATOR
 
 #: The histories this build ships: `nexus/migrations/`, beside `nexus/platform/`.
 PACKAGED_MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
@@ -251,3 +257,204 @@ def drop_lane_waits(prefix: str) -> None:
         batch.drop_column("waiting_on")
     with op.batch_alter_table(f"{prefix}_target_lane") as batch:
         batch.drop_column("waiters")
+
+
+def scope_work_by_org(prefix: str) -> None:
+    """Inside a revision (ADR 0067): every family becomes one installation in one org,
+    `<org_id>/<family>`, the org read from each item's payload (`org_id`, which every work
+    payload carries); the families table gets its `org_id` column. Lanes and queues follow
+    their items: a source lane that held two orgs' items becomes one lane per org (its head
+    stays where it was for the org whose item it is; another org's lane starts at its first
+    live item, promoted when it was waiting), a target lane keeps its holder in the holder's
+    org and counts each org's waiters. Rows no item refers to any more (empty lanes, idle
+    families and queues) are dropped: the next enqueue creates them again."""
+    bind = op.get_bind()
+    t = _work_tables_now(prefix)
+    items, lanes, targets, families, queues = t
+    op.add_column(families.name, Column("org_id", String(18)))
+    rows: list[_Item] = []  # every item, without its payload (only its org is kept)
+    org_of_item: dict[str, str] = {}
+    result = bind.execution_options(yield_per=2000).execute(
+        select(
+            items.c.id,
+            items.c.family,
+            items.c.state,
+            items.c.lane_key,
+            items.c.lane_seq,
+            items.c.target_key,
+            items.c.payload,
+        ).where(~items.c.family.contains(SEPARATOR))
+    )
+    for r in result:
+        org_of_item[r.id] = _payload_org(prefix, r.id, r.payload)
+        rows.append(_Item(r.id, r.family, r.state, r.lane_key, r.lane_seq, r.target_key))
+    by_family: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        by_family.setdefault((row.family, org_of_item[row.id]), []).append(row.id)
+    _scope_source_lanes(bind, lanes, items, rows, org_of_item)
+    _scope_target_lanes(bind, targets, rows, org_of_item)
+    family_rows = {r.family: r for r in bind.execute(select(families))}
+    queue_rows = list(bind.execute(select(queues)))
+    bind.execute(delete(queues).where(~queues.c.family.contains(SEPARATOR)))
+    bind.execute(delete(families).where(~families.c.family.contains(SEPARATOR)))
+    for family, org in sorted(by_family):
+        new = f"{org}{SEPARATOR}{family}"
+        old = family_rows.get(family)
+        if old is not None:
+            bind.execute(
+                insert(families).values(
+                    family=new,
+                    org_id=org,
+                    owner=old.owner,
+                    ownership_epoch=old.ownership_epoch,
+                    admitting=old.admitting,
+                    updated_at=old.updated_at,
+                )
+            )
+        for q in queue_rows:
+            if q.family == family:
+                bind.execute(
+                    insert(queues).values(
+                        family=new,
+                        queue_class=q.queue_class,
+                        weight=q.weight,
+                        max_attempts=q.max_attempts,
+                        lane_policy=q.lane_policy,
+                        last_enqueued_at=q.last_enqueued_at,
+                    )
+                )
+    for (family, org), ids in sorted(by_family.items()):
+        for start in range(0, len(ids), 500):
+            bind.execute(
+                update(items)
+                .where(items.c.id.in_(ids[start : start + 500]))
+                .values(family=f"{org}{SEPARATOR}{family}")
+            )
+    with op.batch_alter_table(families.name) as batch:
+        batch.alter_column("org_id", existing_type=String(18), nullable=False)
+
+
+def unscope_work_by_org(prefix: str) -> None:
+    """`scope_work_by_org` undone: families lose their org. Refused when an installation has
+    work in two orgs (the earlier key has one family, one lane per key for every org)."""
+    bind = op.get_bind()
+    items, lanes, targets, families, queues = _work_tables_now(prefix)
+    owners: dict[str, str] = {}
+    for (family,) in bind.execute(select(families.c.family)):
+        org, _, installation = str(family).partition(SEPARATOR)
+        if owners.setdefault(installation, org) != org:
+            raise RuntimeError(
+                f"{prefix}: {installation} has work in more than one org; the earlier "
+                "schema cannot hold it (downgrade refused)"
+            )
+    for table in (items, lanes, targets, queues, families):
+        for (family,) in list(bind.execute(select(table.c.family).distinct())):
+            if SEPARATOR in family:
+                bind.execute(
+                    update(table)
+                    .where(table.c.family == family)
+                    .values(family=family.partition(SEPARATOR)[2])
+                )
+    with op.batch_alter_table(families.name) as batch:
+        batch.drop_column("org_id")
+
+
+def _work_tables_now(prefix: str) -> tuple[Table, ...]:
+    """The work tables' columns these steps touch, as of ADR 0064 (lane waits)."""
+    metadata = MetaData()
+    items, lanes, targets, families, queues = first_work_tables(metadata, prefix)
+    items.append_column(Column("waiting_on", exact_key(191)))
+    targets.append_column(Column("waiters", Integer, nullable=False, server_default="0"))
+    families.append_column(Column("org_id", String(18)))
+    return items, lanes, targets, families, queues
+
+
+@dataclass(frozen=True)
+class _Item:
+    id: str
+    family: str
+    state: str
+    lane_key: str | None
+    lane_seq: int | None
+    target_key: str | None
+
+
+def _payload_org(prefix: str, item_id: str, payload: str) -> str:
+    try:
+        org = json.loads(payload)["org_id"]
+    except (ValueError, KeyError, TypeError):
+        org = None
+    if not isinstance(org, str) or not org or SEPARATOR in org or len(org) > 18:
+        raise RuntimeError(
+            f"{prefix}_item {item_id}: its payload names no org; the upgrade cannot tell "
+            "whose work it is (nothing was changed)"
+        )
+    return org
+
+
+def _scope_source_lanes(
+    bind: Connection, lanes: Table, items: Table, rows: list[_Item], org_of_item: dict[str, str]
+) -> None:
+    live = ("pending", "waiting", "target_wait", "processing", "dead", "outcome_unknown")
+    on_lane: dict[tuple[str, str], list[_Item]] = {}
+    for row in rows:
+        if row.lane_key is not None:
+            on_lane.setdefault((row.family, row.lane_key), []).append(row)
+    old = {(r.family, r.lane_key): r for r in bind.execute(select(lanes))}
+    bind.execute(delete(lanes).where(~lanes.c.family.contains(SEPARATOR)))
+    for (family, key), members in sorted(on_lane.items()):
+        lane = old.get((family, key))
+        if lane is None:
+            continue
+        for org in sorted({org_of_item[m.id] for m in members}):
+            mine = sorted(
+                (m for m in members if org_of_item[m.id] == org), key=lambda m: m.lane_seq or 0
+            )
+            at_head = [m for m in mine if m.lane_seq == lane.head_seq]
+            ahead = [m for m in mine if (m.lane_seq or 0) > lane.head_seq and m.state in live]
+            head = at_head[0] if at_head else (ahead[0] if ahead else None)
+            halted = lane.halted_by if at_head and lane.halted_by == at_head[0].id else None
+            bind.execute(
+                insert(lanes).values(
+                    family=f"{org}{SEPARATOR}{family}",
+                    lane_key=key,
+                    head_seq=lane.next_seq if head is None else head.lane_seq,
+                    next_seq=lane.next_seq,
+                    halted_by=halted,
+                )
+            )
+            if head is not None and head.state == "waiting":  # its org's lane head now
+                bind.execute(
+                    update(items)
+                    .where(items.c.id == head.id, items.c.state == "waiting")
+                    .values(state="pending")
+                )
+
+
+def _scope_target_lanes(
+    bind: Connection, targets: Table, rows: list[_Item], org_of_item: dict[str, str]
+) -> None:
+    old = {(r.family, r.target_key): r for r in bind.execute(select(targets))}
+    bind.execute(delete(targets).where(~targets.c.family.contains(SEPARATOR)))
+    orgs: dict[tuple[str, str], dict[str, int]] = {}  # lane -> org -> waiters
+    for row in rows:
+        if row.target_key is not None:
+            waiting = orgs.setdefault((row.family, row.target_key), {})
+            org = org_of_item[row.id]
+            waiting[org] = waiting.get(org, 0) + (row.state == "target_wait")
+    for (family, key), waiting in sorted(orgs.items()):
+        lane = old.get((family, key))
+        holder_org = None if lane is None else org_of_item.get(lane.holder_id or "")
+        for org, count in sorted(waiting.items()):
+            holder = {"holder_id": None, "holder_token": None, "lease_until": None}
+            if lane is not None and holder_org == org:
+                holder = {
+                    "holder_id": lane.holder_id,
+                    "holder_token": lane.holder_token,
+                    "lease_until": lane.lease_until,
+                }
+            bind.execute(
+                insert(targets).values(
+                    family=f"{org}{SEPARATOR}{family}", target_key=key, waiters=count, **holder
+                )
+            )

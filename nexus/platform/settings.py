@@ -46,6 +46,10 @@ class CoreSettings(BaseSettings):
     #: balancer stops sending it requests), then stops and drains for the grace period.
     shutdown_delay_seconds: Annotated[float, Field(ge=0, le=120)] = 0.0
     migrations_dir: Path | None = None
+    #: The orgs whose work this process's workers claim (integration executors, the inbox,
+    #: flows and imports; JSON list, e.g. `["00D..."]`); empty: every org's. Each org's work
+    #: is its own family, so a tenant can have workers of its own (ADR 0067).
+    work_orgs: list[str] = Field(default_factory=list)
     #: Testing only: crash the process at a named point (e.g. `metadata.after_ddl`).
     failpoint: str | None = None
 

@@ -67,7 +67,7 @@ async def seed(where: dict[LogicalService, str], org_id: str) -> Routed:
             route_version=1,
             payload={"data": {"id": "card-4111111111111111"}},
         )
-        await execute(integration, "routes:shop", DIE)
+        await execute(integration, "routes:shop", DIE, org_id=org_id)
         return routed
     finally:
         await runtime.dispose()

@@ -28,7 +28,7 @@ from nexus.platform.workqueue.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-FAMILY = "galera"
+FAMILY = "org1/galera"
 ITEMS_PER_NODE = 600
 LANES = 60
 TARGETS = 12

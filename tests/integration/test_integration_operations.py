@@ -135,7 +135,7 @@ async def test_a_dead_letter_is_listed_with_its_event_and_receipt_and_no_payload
     connector = world.connector()
     await world.apply(route(connector))
     routed = await world.deliver(connector, payload={"data": {"id": "7", "ssn": "078-05-1120"}})
-    await execute(world.engine, f"routes:{connector}", DIE)
+    await execute(world.engine, f"routes:{connector}", DIE, org_id=ORG)
     rows, cursor = await ops.dead_letters(
         world.engine, operator=ADMIN, query=ops.DeadLetterQuery(connector=connector)
     )
@@ -167,7 +167,7 @@ async def test_a_replayed_dead_item_runs_again_and_succeeds_and_is_audited(
     pack = f"routes:{connector}"
     await world.apply(route(connector))
     routed = await world.deliver(connector)
-    await execute(world.engine, pack, DIE)
+    await execute(world.engine, pack, DIE, org_id=ORG)
     report = await ops.replay_items(world.engine, operator=ADMIN, work_ids=[routed.work_id])
     assert report.decisions == [ops.Decision(routed.work_id, ops.REPLAYED)]
     item = await world.item(routed.work_id)
@@ -203,7 +203,7 @@ async def test_replay_is_refused_with_the_reason_when_the_route_changed_its_mapp
     connector = world.connector()
     await world.apply(route(connector))
     routed = await world.deliver(connector)
-    await execute(world.engine, f"routes:{connector}", DIE)
+    await execute(world.engine, f"routes:{connector}", DIE, org_id=ORG)
     changed = {"External_Id__c": "/data/id", "LastName": "/data/surname"}
     await world.apply(route(connector, fields=changed))  # version 2: another mapping
     report = await ops.replay_items(world.engine, operator=ADMIN, work_ids=[routed.work_id])
@@ -225,7 +225,7 @@ async def test_replay_goes_ahead_when_the_route_changed_but_not_its_mapping(
     connector = world.connector()
     await world.apply(route(connector))
     routed = await world.deliver(connector)
-    await execute(world.engine, f"routes:{connector}", DIE)
+    await execute(world.engine, f"routes:{connector}", DIE, org_id=ORG)
     await world.apply(route(connector, max_body_bytes=2048))  # version 2: same mapping
     report = await ops.replay_items(world.engine, operator=ADMIN, work_ids=[routed.work_id])
     assert report.decisions == [ops.Decision(routed.work_id, ops.REPLAYED)]
@@ -240,7 +240,7 @@ async def test_replay_fails_closed_when_the_route_is_gone_inactive_or_its_pack_u
     paused = await world.deliver(inactive)
     foreign = await world.deliver(live, pack="catalog-pack-1")
     for pack in ("routes:never-applied", f"routes:{inactive}", "catalog-pack-1"):
-        await execute(world.engine, pack, DIE)
+        await execute(world.engine, pack, DIE, org_id=ORG)
     await world.apply(route(inactive, active=False))
     report = await ops.replay_items(
         world.engine,
@@ -262,8 +262,10 @@ async def test_skip_advances_a_halted_lane_and_is_audited(world: World) -> None:
     pack = f"routes:{connector}"
     await world.apply(route(connector))
     first, second = [await world.deliver(connector, lane_key="contact:42") for _ in range(2)]
-    assert await execute(world.engine, pack, DIE) == [first.work_id]
-    assert await execute(world.engine, pack, SUCCESS) == []  # halted behind its dead head
+    assert await execute(world.engine, pack, DIE, org_id=ORG) == [first.work_id]
+    assert (
+        await execute(world.engine, pack, SUCCESS, org_id=ORG) == []
+    )  # halted behind its dead head
     halted, _ = await ops.dead_letters(
         world.engine, operator=ADMIN, query=ops.DeadLetterQuery(pack=pack, halted_only=True)
     )
@@ -272,7 +274,7 @@ async def test_skip_advances_a_halted_lane_and_is_audited(world: World) -> None:
     assert refused.code == "NOT_PARKED"
     decision = await ops.skip_head(world.engine, operator=ADMIN, work_id=first.work_id)
     assert decision == ops.Decision(first.work_id, ops.SKIPPED)
-    assert await execute(world.engine, pack, SUCCESS) == [second.work_id]
+    assert await execute(world.engine, pack, SUCCESS, org_id=ORG) == [second.work_id]
     assert await world.audits(first.work_id) == [(ADMIN.user_id, "skip", "skipped", None)]
     assert await world.audits(second.work_id) == [
         (
@@ -289,7 +291,7 @@ async def test_replay_since_t_picks_exactly_the_items_parked_after_t(world: Worl
     pack = f"routes:{connector}"
     await world.apply(route(connector))
     routed = [await world.deliver(connector) for _ in range(5)]
-    await execute(world.engine, pack, DIE)
+    await execute(world.engine, pack, DIE, org_id=ORG)
     for hours, one in zip((5, 4, 3, 2, 1), routed, strict=True):
         await world.age([one.work_id], [], ago_ms=hours * HOUR_MS)
     async with reading(world.engine) as conn:
@@ -323,7 +325,7 @@ async def test_purge_deletes_a_dead_item_with_its_event_and_receipt(world: World
     connector = world.connector()
     await world.apply(route(connector))
     routed = await world.deliver(connector)
-    await execute(world.engine, f"routes:{connector}", DIE)
+    await execute(world.engine, f"routes:{connector}", DIE, org_id=ORG)
     report = await ops.purge_items(world.engine, operator=ADMIN, work_ids=[routed.work_id])
     assert report.decisions == [ops.Decision(routed.work_id, ops.PURGED)]
     assert await world.item(routed.work_id) is None
@@ -339,7 +341,7 @@ async def test_retention_prunes_old_successes_and_keeps_dead_items_with_their_co
     pack = f"routes:{connector}"
     await world.apply(route(connector))
     old_ok, new_ok, old_dead = [await world.deliver(connector) for _ in range(3)]
-    await execute(world.engine, pack, SUCCESS)  # all three succeed ...
+    await execute(world.engine, pack, SUCCESS, org_id=ORG)  # all three succeed ...
     items = delivery_tables.work.items
     async with world.engine.begin() as conn:  # ... except one, which died
         await conn.execute(update(items).where(items.c.id == old_dead.work_id).values(state=DEAD))
@@ -367,7 +369,7 @@ async def test_a_delivery_id_finds_its_receipt_events_and_work(world: World) -> 
     connector = world.connector()
     await world.apply(route(connector))
     routed = await world.deliver(connector)
-    await execute(world.engine, f"routes:{connector}", DIE)
+    await execute(world.engine, f"routes:{connector}", DIE, org_id=ORG)
     (receipt,) = await ops.receipts(
         world.engine, operator=ADMIN, delivery_id=routed.delivery_id, connector=None
     )

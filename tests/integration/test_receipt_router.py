@@ -217,7 +217,7 @@ async def test_receipts_become_events_and_work_items_exactly_once(stack: Stack) 
             ORG, by_receipt[event["receipt_id"]]["delivery_seq"], event["event_id"]
         )
         assert (item["family"], item["queue_class"], item["state"]) == (
-            "routes:demo",
+            f"{ORG}/routes:demo",  # the org leads the family
             "contacts",
             "pending",
         )

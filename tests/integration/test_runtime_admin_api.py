@@ -17,6 +17,8 @@ from sqlalchemy import select, update
 
 from nexus.gateway.route_table import load_route_table
 from nexus.platform.db.clock import db_now_ms
+from nexus.platform.db.engine import reading
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.store import NewItem, WorkStore
 from nexus.runtime.admin import models as admin_tables
 from nexus.runtime.inbox import models as inbox_tables
@@ -212,12 +214,14 @@ async def test_a_revoked_session_stops_working(stack: UiStack) -> None:
 
 async def test_dead_commands_are_listed_sanitized_and_replayed(stack: UiStack) -> None:
     store = WorkStore(inbox_tables.inbox, owner="runtime-inbox-test")
+    mine_family = family_key(stack.org_id, "runtime.test")
+    theirs_family = family_key("00D0000000OTHERAAA", "runtime.test")
     async with stack.engine.begin() as conn:
-        await store.ensure_queue(conn, "runtime.test", "default")
-        [item_id] = await store.enqueue(conn, [NewItem("runtime.test", "default", '{"secret": 1}')])
+        [item_id] = await store.enqueue(conn, [NewItem(mine_family, "default", '{"secret": 1}')])
+        [other_id] = await store.enqueue(conn, [NewItem(theirs_family, "default", "{}")])
         await conn.execute(
             update(inbox_tables.inbox.items)
-            .where(inbox_tables.inbox.items.c.id == item_id)
+            .where(inbox_tables.inbox.items.c.id.in_([item_id, other_id]))
             .values(
                 state="dead",
                 attempt=3,
@@ -231,13 +235,23 @@ async def test_dead_commands_are_listed_sanitized_and_replayed(stack: UiStack) -
     assert mine["error"] == "ValueError: no such field"
     assert mine["attempts"] == 3
     assert "secret" not in str(dead)
+    assert other_id not in {d["id"] for d in dead}  # another org's dead command: not shown
     assert (await ok(stack, "GET", "/dead-letters", queue="outbox"))["deadLetters"] == []
 
     done = await ok(
-        stack, "POST", "/dead-letters/replay", {"queue": "inbox", "ids": [item_id, "nope"]}
+        stack,
+        "POST",
+        "/dead-letters/replay",
+        {"queue": "inbox", "ids": [item_id, "nope", other_id]},
     )
     assert done["replayed"] == [item_id]
-    assert done["refused"] == {"nope": "NOT_FOUND"}
+    # another org's item is refused as unknown (its existence is not revealed), and untouched
+    assert done["refused"] == {"nope": "NOT_FOUND", other_id: "NOT_FOUND"}
+    async with reading(stack.engine) as conn:
+        state = select(inbox_tables.inbox.items.c.state).where(
+            inbox_tables.inbox.items.c.id == other_id
+        )
+        assert (await conn.execute(state)).scalar_one() == "dead"
     async with stack.engine.connect() as conn:
         state = (
             await conn.execute(

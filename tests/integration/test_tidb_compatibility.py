@@ -182,7 +182,7 @@ async def work_cycle(engine: AsyncEngine) -> None:
         for table in tables.all:
             await conn.run_sync(table.create)
     store = WorkStore(tables, owner="a", lease_ms=60_000)
-    family = "tidb"
+    family = "org1/tidb"
     async with engine.begin() as conn:
         await store.ensure_queue(conn, family, "q", policy=QueuePolicy(max_attempts=2))
         await store.enqueue(
@@ -202,8 +202,8 @@ async def work_cycle(engine: AsyncEngine) -> None:
         await store.finish(conn, family, 1, got[0].token, [(c, dead) for c in got])
         parked = [c.id for c in got]
     async with engine.begin() as conn:
-        await operate.list_parked(conn, tables)
-        await operate.replay(conn, tables, parked)
+        await operate.list_parked(conn, tables, org_id="org1")
+        await operate.replay(conn, tables, parked, org_id="org1")
     async with engine.begin() as conn:
         got = await store.claim(conn, family, "q", 1, 10)
         assert got
@@ -219,7 +219,7 @@ async def work_cycle(engine: AsyncEngine) -> None:
         )
         for c in got:
             if c.lane_key:
-                await operate.skip_head(conn, tables, c.id)
+                await operate.skip_head(conn, tables, c.id, org_id="org1")
     await transfer(engine, tables, family, "b", timeout_s=5, poll_s=0.05)
 
 

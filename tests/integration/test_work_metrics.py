@@ -72,16 +72,19 @@ async def test_the_integration_role_publishes_its_queue_depths(
         await route_delivery(engine, org_id=ORG, connector="shop", route="orders", route_version=1)
         for _ in range(3)
     ]
-    await execute(engine, "routes:shop", DIE)
+    await execute(engine, "routes:shop", DIE, org_id=ORG)
     await route_delivery(engine, org_id=ORG, connector="shop", route="orders", route_version=1)
     async with serving(integration_app(settings, loops="all")) as url:
         text = await metrics_once(
-            url, 'nexus_work_items{family="routes:shop",queue_class="default",state="dead"} 3.0'
+            url,
+            f'nexus_work_items{{family="{ORG}/routes:shop",queue_class="default",'
+            'state="dead"} 3.0',
         )
-    assert 'nexus_work_items{family="routes:shop",queue_class="default",state="pending"} 1.0' in (
-        text
+    assert (
+        f'nexus_work_items{{family="{ORG}/routes:shop",queue_class="default",state="pending"}} 1.0'
+        in (text)
     )
-    assert 'nexus_work_in_flight{family="routes:shop",queue_class="default"} 0.0' in text
+    assert f'nexus_work_in_flight{{family="{ORG}/routes:shop",queue_class="default"}} 0.0' in text
     assert "nexus_work_oldest_pending_age_seconds{" in text
     for labels in LABELS.findall(text):  # family, queue_class, state: never an id
         assert {part.split("=")[0] for part in labels.split(",")} <= {
@@ -99,11 +102,14 @@ async def test_runtime_worker_publishes_its_inbox_depth(
     store = WorkStore(inbox, owner="runtime-worker")
     async with engine.begin() as conn:
         # due in an hour: the worker (same owner) must not claim them before they are counted
-        due_later = [NewItem("commands", "records", "{}", delay_ms=3_600_000) for _ in range(2)]
+        due_later = [
+            NewItem("org1/commands", "records", "{}", delay_ms=3_600_000) for _ in range(2)
+        ]
         await store.enqueue(conn, due_later)
     async with serving(create_worker_app(settings)) as url:
         await metrics_once(
-            url, 'nexus_work_items{family="commands",queue_class="records",state="pending"} 2.0'
+            url,
+            'nexus_work_items{family="org1/commands",queue_class="records",state="pending"} 2.0',
         )
 
 
@@ -121,12 +127,14 @@ async def test_unread_gauges_rest_and_a_stale_read_recounts_them_at_once(
 
     monkeypatch.setattr(metrics, "refresh", counting)
     store = WorkStore(inbox, owner="runtime-worker")
-    gauge = 'nexus_work_items{family="metrics-demand",queue_class="q",state="pending"}'
+    gauge = 'nexus_work_items{family="org1/metrics-demand",queue_class="q",state="pending"}'
     async with watching_queues(engine, [inbox], interval_s=0.5):
         await asyncio.sleep(1.2)
         assert counts == 1  # at start; nobody read the gauges since, two ticks went by
         async with engine.begin() as conn:
-            await store.enqueue(conn, [NewItem("metrics-demand", "q", "{}", delay_ms=3_600_000)])
+            await store.enqueue(
+                conn, [NewItem("org1/metrics-demand", "q", "{}", delay_ms=3_600_000)]
+            )
         assert f"{gauge} " not in generate_latest().decode()  # the old snapshot, and...
         await asyncio.sleep(0.1)
         assert counts == 2  # ...recounted at once

@@ -16,6 +16,7 @@ from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.ingress import models as ingress_tables
 from nexus.integration.ingress.repository import ReceiptRow, store_receipts
 from nexus.integration.routing import models as routing_tables
+from nexus.integration.routing.router import work_family
 from nexus.platform.db.clock import db_now_ms
 from nexus.platform.workqueue.store import (
     DEAD,
@@ -113,11 +114,10 @@ async def route_delivery(
             )
         )
         store = WorkStore(delivery_tables.work, owner=EXECUTOR)
-        await store.ensure_queue(conn, pack, queue_class, policy=policy)
-        await store.enqueue(
-            conn,
-            [NewItem(pack, queue_class, json.dumps({"event_id": event_id}), work_id, lane_key)],
-        )
+        family = work_family(org_id, pack)
+        await store.ensure_queue(conn, family, queue_class, policy=policy)
+        body = json.dumps({"org_id": org_id, "event_id": event_id})
+        await store.enqueue(conn, [NewItem(family, queue_class, body, work_id, lane_key)])
         await conn.execute(
             delivery_tables.event_work.insert().values(
                 org_id=org_id,
@@ -131,13 +131,15 @@ async def route_delivery(
 
 
 async def execute(
-    engine: AsyncEngine, pack: str, outcome: Outcome, queue_class: str = "default"
+    engine: AsyncEngine, pack: str, outcome: Outcome, queue_class: str = "default", *, org_id: str
 ) -> list[str]:
-    """Claim every claimable item of `pack` now and record `outcome` for each."""
+    """Claim every claimable item of `pack` in org `org_id` now and record `outcome` for each."""
     store = WorkStore(delivery_tables.work, owner=EXECUTOR)
+    family = work_family(org_id, pack)
     async with engine.begin() as conn:
-        epoch = (await store.admitted_families(conn))[pack]
-        claimed = await store.claim(conn, pack, queue_class, epoch, 500)
+        epoch = (await store.admitted_families(conn))[family]
+        claimed = await store.claim(conn, family, queue_class, epoch, 500)
         if claimed:
-            await store.finish(conn, pack, epoch, claimed[0].token, [(c, outcome) for c in claimed])
+            token = claimed[0].token
+            await store.finish(conn, family, epoch, token, [(c, outcome) for c in claimed])
     return [c.id for c in claimed]

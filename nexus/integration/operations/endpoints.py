@@ -58,6 +58,7 @@ from nexus.integration.operations.schemas import (
     encode_cursor,
     to_ms,
 )
+from nexus.platform.workqueue.keys import installation_of
 
 PREFIX = "/admin/v1/integration"
 router = APIRouter(prefix=PREFIX)
@@ -229,17 +230,16 @@ async def audit(
 
 @router.get("/queues", response_model=list[QueueCountOut])
 async def queues(request: Request, who: Operator) -> list[QueueCountOut]:
-    del who  # authorized; queue depths are not per org (a pack belongs to the deployment)
     return [
         QueueCountOut(
-            pack=c.family,
+            pack=installation_of(c.family),
             queue_class=c.queue_class,
             state=c.state,
             count=c.count,
             in_flight=c.in_flight,
             oldest_pending_age_seconds=None if c.oldest_age_ms is None else c.oldest_age_ms / 1000,
         )
-        for c in await ops.queue_counts(_engine(request))
+        for c in await ops.queue_counts(_engine(request), operator=who)
     ]
 
 

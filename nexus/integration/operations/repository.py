@@ -99,7 +99,9 @@ class OperationsRepository:
                 query = query.where(work.source_lanes.c.halted_by == work.items.c.id)
             return query
 
-        return await operate.page(self.conn, work, filters, build, cursor=cursor, limit=limit)
+        return await operate.page(
+            self.conn, work, filters, build, org_id=org_id, cursor=cursor, limit=limit
+        )
 
     async def items_with_context(self, *, org_id: str, work_ids: Sequence[str]) -> dict[str, Any]:
         """The named items of `org_id` (any state) with their context; other orgs' items and

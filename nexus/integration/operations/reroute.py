@@ -147,7 +147,7 @@ class _Rerouter:
             made = map_receipt(receipt, body, route, ordinal=ordinal)
         except MappingFailed as exc:
             return MAPPING_FAILED, f"the current route cannot map the delivery: {exc}"
-        if not await _cancel(conn, row.id):
+        if not await _cancel(conn, row.id, org_id=org):
             return NOT_DEAD, "the item was replayed, skipped or re-routed by someone else meanwhile"
         await insert_events(conn, [made.event], now_ms=self.now_ms)
         event_id = made.event["event_id"]
@@ -166,9 +166,9 @@ class _Rerouter:
         return REROUTED, f"event {event_id} (route version {route.version}), work {new}"
 
 
-async def _cancel(conn: AsyncConnection, work_id: str) -> bool:
+async def _cancel(conn: AsyncConnection, work_id: str, *, org_id: str) -> bool:
     """Cancel the dead item; when it halts its lane, the lane moves on past it."""
-    skipped = await operate.skip_head(conn, delivery_tables.work, work_id)
+    skipped = await operate.skip_head(conn, delivery_tables.work, work_id, org_id=org_id)
     if skipped.done:
         return True
     if skipped.refused[0].reason != operate.NOT_HALTING:

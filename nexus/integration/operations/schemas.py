@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nexus.platform.workqueue.keys import installation_of
 from nexus.platform.workqueue.operate import MAX_BATCH
 
 WorkIds = Annotated[list[Annotated[str, Field(min_length=1, max_length=36)]], Field(min_length=1)]
@@ -85,7 +86,7 @@ class DeadLetter(BaseModel):
         return cls(
             work_id=row.id,
             state=row.state,
-            pack=row.family,
+            pack=installation_of(row.family),
             queue_class=row.queue_class,
             attempt=row.attempt,
             max_attempts=row.max_attempts,

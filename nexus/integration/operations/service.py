@@ -27,12 +27,14 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from nexus.contracts.errors import BadRequest
 from nexus.integration.delivery import models as delivery_tables
 from nexus.integration.operations.repository import OperationsRepository, RouteState
 from nexus.platform.db.clock import read_now_ms
 from nexus.platform.db.engine import reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue import retention as work_retention
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.stats import QueueCount, queue_stats
 from nexus.platform.workqueue.store import PARKED
 
@@ -58,6 +60,16 @@ class Operator:
     user_id: str
 
 
+def pack_family(org_id: str, pack: str | None) -> str | None:
+    """The work family of `pack` in the operator's org (each org's work is its own family)."""
+    if pack is None:
+        return None
+    try:
+        return family_key(org_id, pack)
+    except ValueError as exc:
+        raise BadRequest(f"pack: {exc}") from None
+
+
 @dataclass(frozen=True)
 class DeadLetterQuery:
     pack: str | None = None
@@ -71,9 +83,9 @@ class DeadLetterQuery:
     cursor: tuple[int, str] | None = None
     limit: int = PAGE
 
-    def filters(self) -> operate.Filters:
+    def filters(self, org_id: str) -> operate.Filters:
         return operate.Filters(
-            family=self.pack,
+            family=pack_family(org_id, self.pack),
             queue_class=self.queue_class,
             failure_class=self.failure_class,
             since_ms=self.since_ms,
@@ -111,7 +123,7 @@ async def dead_letters(
     async with reading(engine) as conn:
         rows = await OperationsRepository(conn).parked(
             org_id=operator.org_id,
-            filters=query.filters(),
+            filters=query.filters(operator.org_id),
             connector=query.connector,
             route_key=query.route,
             halting_only=query.halted_only,
@@ -131,11 +143,12 @@ async def receipts(
         )
 
 
-async def queue_counts(engine: AsyncEngine) -> list[QueueCount]:
-    """Depth per pack, queue class and open state (queues are the deployment's, not an
-    org's), from indexed counts."""
+async def queue_counts(engine: AsyncEngine, *, operator: Operator) -> list[QueueCount]:
+    """Depth per pack, queue class and open state of the operator's org (each org's work is
+    its own family per pack), from indexed counts."""
     async with reading(engine) as conn:
-        return (await queue_stats(conn, delivery_tables.work)).counts
+        stats = await queue_stats(conn, delivery_tables.work, org_id=operator.org_id)
+    return stats.counts
 
 
 async def audit_log(
@@ -212,7 +225,7 @@ async def _replay_rows(
             compatible.append(work_id)
         else:
             decisions.append(Decision(work_id, REFUSED, *why))
-    done = await operate.replay(repo.conn, delivery_tables.work, compatible)
+    done = await operate.replay(repo.conn, delivery_tables.work, compatible, org_id=operator.org_id)
     decisions += [Decision(i, REPLAYED) for i in done.done]
     decisions += [
         Decision(r.id, REFUSED, r.reason, _ENGINE_REASONS[r.reason]) for r in done.refused
@@ -243,7 +256,7 @@ async def replay_since(
         started = await read_now_ms(conn)
     until = query.until_ms if query.until_ms is not None else started
     filters = operate.Filters(
-        family=query.pack,
+        family=pack_family(operator.org_id, query.pack),
         queue_class=query.queue_class,
         failure_class=query.failure_class,
         since_ms=query.since_ms,
@@ -295,7 +308,9 @@ async def skip_head(engine: AsyncEngine, *, operator: Operator, work_id: str) ->
                 work_id, REFUSED, operate.NOT_FOUND, _ENGINE_REASONS[operate.NOT_FOUND]
             )
         else:
-            done = await operate.skip_head(conn, delivery_tables.work, work_id)
+            done = await operate.skip_head(
+                conn, delivery_tables.work, work_id, org_id=operator.org_id
+            )
             decision = (
                 Decision(work_id, SKIPPED)
                 if done.done

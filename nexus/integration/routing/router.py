@@ -79,6 +79,7 @@ from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
+from nexus.platform.workqueue.keys import FAMILY_MAX, SEPARATOR, family_key
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token
 from nexus.platform.workqueue.worker import Along, Worker, backoff_ms
 
@@ -102,6 +103,11 @@ ORGS_REFRESH_SECONDS = 5.0
 def installed_pack_id(connector: str) -> str:
     """The pack id of routes applied from a route file (no Catalog pack yet)."""
     return fit(f"routes:{connector}", 64, digest=8)
+
+
+def work_family(org_id: str, pack: str) -> str:
+    """The work family of a pack's deliveries in one org (the org leads every work key)."""
+    return family_key(org_id, fit(pack, FAMILY_MAX - len(org_id) - len(SEPARATOR), digest=8))
 
 
 def queue_class(route_key: str) -> str:
@@ -174,7 +180,7 @@ def map_receipt(
     if request is not None:
         command_json = request.command.model_dump_json()  # once: the row's and the payload's
         item = NewItem(
-            family=pack,
+            family=work_family(receipt.org_id, pack),
             queue_class=queue_class(receipt.route_key),
             payload=command_payload(request, command_json),
             id=request.message_id,

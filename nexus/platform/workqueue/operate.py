@@ -16,6 +16,10 @@ replay gets the queue's full retry budget. A halted lane resumes at its head (th
 item); an item whose lane moved past it (a `skip`-policy lane) rejoins its lane at the tail,
 `waiting` behind the items there. Skipping a halted head moves its lane on and promotes the
 next item.
+
+Every action is for one org (`org_id`, the operator's, as Runtime vouched for it): it lists,
+replays and skips only items of that org's families (`keys.family_key`); another org's item
+is refused as `NOT_FOUND`, the same as an unknown id, so its existence is not revealed.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
 from nexus.platform.db.clock import db_now_ms
+from nexus.platform.workqueue.keys import org_of
 from nexus.platform.workqueue.store import (
     CANCELLED,
     PARKED,
@@ -154,16 +159,20 @@ async def page(
     filters: Filters,
     build: Callable[[str, str], Select[Any]],
     *,
+    org_id: str,
     cursor: tuple[int, str] | None,
     limit: int,
 ) -> list[Any]:
     """One page of rows across queues: `build(family, queue_class)` gives each queue's query
     (`parked_select`, perhaps joined further); every queue is read through its own index
-    range (the queues table is small) and the pages are merged by (finished_at, id). Rows
-    after `cursor` only; at most `limit`."""
-    queues = t.queues
-    keys = select(queues.c.family, queues.c.queue_class).order_by(
-        queues.c.family, queues.c.queue_class
+    range (the queues table is small) and the pages are merged by (finished_at, id). Only
+    org `org_id`'s queues; rows after `cursor` only; at most `limit`."""
+    queues, families = t.queues, t.families
+    keys = (
+        select(queues.c.family, queues.c.queue_class)
+        .join(families, families.c.family == queues.c.family)
+        .where(families.c.org_id == org_id)
+        .order_by(queues.c.family, queues.c.queue_class)
     )
     if filters.family is not None:
         keys = keys.where(queues.c.family == filters.family)
@@ -212,6 +221,7 @@ async def list_parked(
     t: WorkTables,
     filters: Filters | None = None,
     *,
+    org_id: str,
     cursor: tuple[int, str] | None = None,
     limit: int = 100,
     halting_only: bool = False,
@@ -226,16 +236,16 @@ async def list_parked(
         query = parked_select(t, filters, family, queue_class)
         return query.where(t.source_lanes.c.halted_by == t.items.c.id) if halting_only else query
 
-    rows = await page(conn, t, filters, build, cursor=cursor, limit=limit)
+    rows = await page(conn, t, filters, build, org_id=org_id, cursor=cursor, limit=limit)
     return [to_parked(r) for r in rows]
 
 
 # ---------------------------------------------------------------------- replay / skip
 
 
-async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Done:
-    """Make each parked item in `ids` run again as a new attempt (see the module docstring).
-    Items not parked (any more) are refused, never touched."""
+async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str], *, org_id: str) -> Done:
+    """Make each parked item of org `org_id` in `ids` run again as a new attempt (see the
+    module docstring). Items not parked (any more) are refused, never touched."""
     ids = list(dict.fromkeys(ids))[:MAX_BATCH]
     if not ids:
         return Done([], [])
@@ -256,6 +266,7 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
             .select_from(with_lane(t))
             .where(items.c.id.in_(ids))
         )
+        if org_of(r.family) == org_id
     }
     # each queue's retry budget (read apart: joined, MariaDB drove the read from the queue)
     budget = {
@@ -344,9 +355,10 @@ async def replay(conn: AsyncConnection, t: WorkTables, ids: Sequence[str]) -> Do
     return Done([r.id for r in parked if r.id in moved], refused)
 
 
-async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
-    """Skip the parked head of a halted lane: it becomes `cancelled` and the lane moves on to
-    the next item. Anything else is refused (`NOT_PARKED`, `NOT_A_HALTED_LANE_HEAD`)."""
+async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str, *, org_id: str) -> Done:
+    """Skip the parked head of a halted lane of org `org_id`: it becomes `cancelled` and the
+    lane moves on to the next item. Anything else is refused (`NOT_FOUND`, `NOT_PARKED`,
+    `NOT_A_HALTED_LANE_HEAD`)."""
     items, lanes = t.items, t.source_lanes
     row = (
         await conn.execute(
@@ -363,7 +375,7 @@ async def skip_head(conn: AsyncConnection, t: WorkTables, item_id: str) -> Done:
             .where(items.c.id == item_id)
         )
     ).first()
-    if row is None:
+    if row is None or org_of(row.family) != org_id:
         return Done([], [Refused(item_id, NOT_FOUND)])
     if row.state not in PARKED:
         return Done([], [Refused(item_id, NOT_PARKED)])

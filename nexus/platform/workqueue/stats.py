@@ -65,12 +65,21 @@ class QueueStats:
 
 
 async def queue_stats(
-    conn: AsyncConnection, t: WorkTables, *, states: Collection[str] = OPEN_STATES
+    conn: AsyncConnection,
+    t: WorkTables,
+    *,
+    states: Collection[str] = OPEN_STATES,
+    org_id: str | None = None,
 ) -> QueueStats:
-    items, queues = t.items, t.queues
+    """Every queue's counts, or only org `org_id`'s queues (an operator sees their org's)."""
+    items, queues, families = t.items, t.queues, t.families
     now = await read_now_ms(conn)
     found: dict[tuple[str, str, str], QueueCount] = {}
     keys = select(queues.c.family, queues.c.queue_class)
+    if org_id is not None:
+        keys = keys.join(families, families.c.family == queues.c.family).where(
+            families.c.org_id == org_id
+        )
     for family, queue_class in list(await conn.execute(keys)):
         rows = await conn.execute(
             select(

@@ -57,6 +57,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nexus.platform.db import fast_sql
 from nexus.platform.db.backend import backend_of, insert_ignore, upsert
 from nexus.platform.db.clock import db_now_ms, read_now_ms
+from nexus.platform.workqueue.keys import SEPARATOR, installation_of, org_of
 from nexus.platform.workqueue.tables import WorkTables
 
 PENDING = "pending"
@@ -185,6 +186,11 @@ ITEM_COLUMNS = (
 _LANE_COLUMNS = ("family", "lane_key", "head_seq", "next_seq")
 
 
+def _of_installation(families: Table, installation: str) -> Any:
+    """The families of `installation` in every org (a scan of the small queues table)."""
+    return families.c.family.endswith(SEPARATOR + installation, autoescape=True)
+
+
 def _one_per_lane(heads: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
     """(lane key, sequence) pairs in rounds that name each lane at most once, lower
     sequences first: one UPDATE advances a lane by one, so two heads of one lane (not seen
@@ -214,10 +220,24 @@ def _bump_lanes(lanes: Table, dialect: str) -> Any:
 
 
 class WorkStore:
-    def __init__(self, tables: WorkTables, *, owner: str, lease_ms: int = 30_000) -> None:
+    """The work engine's statements for one owner. `orgs`, when given, scopes the store to
+    those orgs' families: it sees and claims nothing else, and its claim CAS checks the
+    family's org, so even a family key from elsewhere cannot be claimed through it."""
+
+    def __init__(
+        self,
+        tables: WorkTables,
+        *,
+        owner: str,
+        lease_ms: int = 30_000,
+        orgs: Collection[str] | None = None,
+        policy: QueuePolicy | None = None,
+    ) -> None:
         self.t = tables
+        self.policy = policy or QueuePolicy()  # of a new queue the first of its kind
         self.owner = owner
         self.lease_ms = lease_ms
+        self.orgs = None if orgs is None else frozenset(orgs)
         self.turn_wait_ms = 0.0  # how long the last claim waited for its turn (queueing)
         self._bumps: dict[str, Any] = {}  # `_bump_lanes` per dialect
         self._target_inserts: dict[str, Any] = {}  # `_insert_targets` per dialect
@@ -232,10 +252,11 @@ class WorkStore:
         owner: str | None = None,
         policy: QueuePolicy | None = None,
     ) -> None:
-        """Create the family (owned by `owner`, epoch 1) and the queue if they are new.
+        """Create the family (owned by `owner`, epoch 1) and the queue if they are new. A new
+        queue follows `policy`, else the queue of the same installation and class in another
+        org (the policy the installation's workers set, `apply_policy`), else the store's.
         Existing rows are only read: an insert-or-ignore of an existing row takes a shared
         lock on InnoDB, which deadlocks with a concurrent enqueue's update of the queue row."""
-        policy = policy or QueuePolicy()
         now = db_now_ms()
         dialect = conn.dialect.name
         f, q = self.t.families, self.t.queues
@@ -243,6 +264,7 @@ class WorkStore:
             await conn.execute(
                 insert_ignore(f, dialect).values(
                     family=family,
+                    org_id=org_of(family),
                     owner=owner or self.owner,
                     ownership_epoch=1,
                     admitting=True,
@@ -251,6 +273,7 @@ class WorkStore:
             )
         queue = select(q.c.family).where(q.c.family == family, q.c.queue_class == queue_class)
         if (await conn.execute(queue)).first() is None:
+            policy = policy or await self._sibling_policy(conn, family, queue_class)
             await conn.execute(
                 insert_ignore(q, dialect).values(
                     family=family,
@@ -262,9 +285,42 @@ class WorkStore:
                 )
             )
 
+    async def _sibling_policy(
+        self, conn: AsyncConnection, family: str, queue_class: str
+    ) -> QueuePolicy:
+        q = self.t.queues
+        row = (
+            await conn.execute(
+                select(q.c.max_attempts, q.c.lane_policy, q.c.weight)
+                .where(_of_installation(q, installation_of(family)), q.c.queue_class == queue_class)
+                .order_by(q.c.family)
+                .limit(1)
+            )
+        ).first()
+        if row is None:
+            return self.policy
+        return QueuePolicy(max_attempts=int(row[0]), lane_policy=str(row[1]), weight=int(row[2]))
+
+    async def apply_policy(
+        self, conn: AsyncConnection, installation: str, queue_class: str, policy: QueuePolicy
+    ) -> None:
+        """Make every org's queue of `installation` and class follow `policy` (for items
+        enqueued from now on: each item keeps the max attempts it was enqueued with); an
+        org's queue created later copies it (`ensure_queue`)."""
+        q = self.t.queues
+        await conn.execute(
+            update(q)
+            .where(
+                _of_installation(q, installation),
+                q.c.queue_class == queue_class,
+            )
+            .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
+        )
+
     async def enqueue(self, conn: AsyncConnection, items: Sequence[NewItem]) -> list[str]:
         """Insert items in the caller's transaction (so they commit with the business write
-        that caused them); source-lane sequences are allocated here, in arrival order."""
+        that caused them); source-lane sequences are allocated here, in arrival order. A
+        queue that does not exist yet (an org's first item of it) is created (`ensure_queue`)."""
         if not items:
             return []
         dialect = conn.dialect.name
@@ -278,9 +334,13 @@ class WorkStore:
             ).first()
             if row is None:
                 await self.ensure_queue(conn, family, queue_class)
-                policies[(family, queue_class)] = QueuePolicy().max_attempts
-            else:
-                policies[(family, queue_class)] = int(row[0])
+                row = (
+                    await fast_sql.execute(
+                        conn, self._max_attempts, {"b_family": family, "b_class": queue_class}
+                    )
+                ).first()
+            assert row is not None  # noqa: S101 - ensured just now
+            policies[(family, queue_class)] = int(row[0])
         seats = await self._allocate_lane_seqs(conn, items)
         targets = sorted({(i.family, i.target_key) for i in items if i.target_key})
         if targets:
@@ -365,34 +425,42 @@ class WorkStore:
         rows = await fast_sql.execute(conn, self._admitted)
         return {str(r[0]): int(r[1]) for r in rows}
 
-    async def active_queues(self, conn: AsyncConnection) -> list[tuple[str, str, int]]:
+    async def active_queues(self, conn: AsyncConnection) -> list[tuple[str, str, int, str]]:
+        """(family, queue class, weight, org) of every queue this owner may claim from."""
         rows = await fast_sql.execute(conn, self._active_queues)
-        return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in rows]
+
+    def _claims_here(self) -> list[Any]:
+        """The families this store may claim from: admitting its owner, of its orgs."""
+        f = self.t.families
+        conditions = [f.c.owner == self.owner, f.c.admitting.is_(True)]
+        if self.orgs is not None:
+            conditions.append(f.c.org_id.in_(sorted(self.orgs)))
+        return conditions
 
     @functools.cached_property
     def _admitted(self) -> Select[Any]:
         f = self.t.families
-        return select(f.c.family, f.c.ownership_epoch).where(
-            f.c.owner == self.owner, f.c.admitting.is_(True)
-        )
+        return select(f.c.family, f.c.ownership_epoch).where(*self._claims_here())
 
     @functools.cached_property
     def _active_queues(self) -> Select[Any]:
         q, f = self.t.queues, self.t.families
         return (
-            select(q.c.family, q.c.queue_class, q.c.weight)
+            select(q.c.family, q.c.queue_class, q.c.weight, f.c.org_id)
             .join(f, f.c.family == q.c.family)
-            .where(f.c.owner == self.owner, f.c.admitting.is_(True))
+            .where(*self._claims_here())
             .order_by(q.c.family, q.c.queue_class)
         )
 
     def _epoch_holds(self, family: Any, epoch: Any, *, claiming: bool = False) -> Any:
-        """The family is still at `epoch`; to claim, it must also admit this owner. (Holders
-        of a draining family renew and finish under their epoch; a transfer advances it.)"""
+        """The family is still at `epoch`; to claim, it must also admit this owner (and be of
+        this store's orgs). (Holders of a draining family renew and finish under their epoch;
+        a transfer advances it.)"""
         f = self.t.families
         conditions = [f.c.family == family]
         if claiming:
-            conditions += [f.c.owner == self.owner, f.c.admitting.is_(True)]
+            conditions += self._claims_here()
         current = select(f.c.ownership_epoch).where(*conditions).scalar_subquery()
         return current == epoch
 

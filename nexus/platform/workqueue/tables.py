@@ -5,7 +5,9 @@ its own prefix, in its own database.
     source lanes   per (family, lane key): the sequence of the lane head and the next one
     target lanes   per (family, target key): who holds the one in-flight slot, until when, and
                    how many items wait for it
-    families       per family: owner, ownership epoch and whether claims are admitted
+    families       per family: its org, owner, ownership epoch and whether claims are
+                   admitted. A family is one installation in one org (`keys.family_key`:
+                   `<org_id>/<installation>`), so the org leads every key below
     queues         per (family, queue class): the active queues the poller visits
 
 Times are integer epoch milliseconds from the database clock (`db_now_ms`). Items have three
@@ -130,6 +132,7 @@ def work_tables(metadata: MetaData, prefix: str) -> WorkTables:
         f"{prefix}_family",
         metadata,
         Column("family", String(64), primary_key=True),
+        Column("org_id", String(18), nullable=False),  # = keys.org_of(family)
         Column("owner", String(64), nullable=False),
         Column("ownership_epoch", Integer, nullable=False),
         Column("admitting", Boolean, nullable=False),

@@ -144,7 +144,7 @@ class _Live:
 
 @dataclass
 class _Queues:
-    keys: list[tuple[str, str, int]] = field(default_factory=list)
+    keys: list[tuple[str, str, int, str]] = field(default_factory=list)  # + the family's org
     epochs: dict[str, int] = field(default_factory=dict)
     read_at: float = 0.0
 
@@ -157,6 +157,11 @@ class Along:
     lost: set[str] = field(default_factory=set)
     claimed: list[Claimed] = field(default_factory=list)
     short: bool = False  # a queue may have claimable work left: the poller looks
+
+
+def _rotate(queues: list[tuple[str, str, int]], turn: int) -> list[tuple[str, str, int]]:
+    start = turn % len(queues)
+    return queues[start:] + queues[:start]
 
 
 def backoff_ms(attempt: int, base_ms: int, cap_ms: int) -> int:
@@ -319,7 +324,7 @@ class Worker:
         if now - self._swept_at < self.store.lease_ms / 2000:
             return
         self._swept_at = now
-        for family, queue_class, _ in self._queues.keys:
+        for family, queue_class, _, _ in self._queues.keys:
             if family not in self._queues.epochs:
                 continue
             async with self.engine.begin() as conn:
@@ -329,23 +334,17 @@ class Worker:
                 log.info("work.reclaimed", family=family, queue_class=queue_class, items=count)
 
     async def _claim_round(self, free: int) -> int:
-        """One deficit round-robin round over the queues that had work lately: each gets a
-        quantum of its weight times a fair share of the free executors, claims at most its
-        deficit, and an empty queue rests (its deficit cleared) until the next idle poll."""
-        now = time.monotonic()
-        rest = self.settings.idle_poll_ms / 1000
-        keys = [
-            k
-            for k in self._queues.keys
-            if k[0] in self._queues.epochs and now - self._idle.get((k[0], k[1]), -rest) >= rest
-        ]
-        if not keys:
+        """One deficit round-robin round, across orgs first: each org that had work lately
+        gets an equal part of the free executors, split between its queues by weight (a
+        quantum per queue), and each queue claims at most its deficit; an empty queue rests
+        (its deficit cleared) until the next idle poll. So a tenant with a deep backlog, or
+        with many queues, does not starve another tenant's single queue."""
+        self._turn += 1
+        ordered = self._round_order(free)
+        if not ordered:
             return 0
-        self._turn = (self._turn + 1) % len(keys)
-        ordered = keys[self._turn :] + keys[: self._turn]
-        share = max(1, free // len(keys))
         total = 0
-        for family, queue_class, weight in ordered:
+        for family, queue_class, weight, share in ordered:
             if free <= 0 or self._stopping.is_set():
                 break
             key = (family, queue_class)
@@ -383,6 +382,32 @@ class Worker:
             free -= len(got)
             total += len(got)
         return total
+
+    def _round_order(self, free: int) -> list[tuple[str, str, int, int]]:
+        """This round's queues (family, class, weight, quantum): the orgs that had work
+        lately in turn, interleaved, each org's queues rotated; a queue's quantum is its
+        part of its org's equal part of the `free` executors."""
+        now = time.monotonic()
+        rest = self.settings.idle_poll_ms / 1000
+        by_org: dict[str, list[tuple[str, str, int]]] = {}
+        for family, queue_class, weight, org in self._queues.keys:
+            if family in self._queues.epochs and (
+                now - self._idle.get((family, queue_class), -rest) >= rest
+            ):
+                by_org.setdefault(org, []).append((family, queue_class, weight))
+        if not by_org:
+            return []
+        orgs = sorted(by_org)
+        turn = self._turn % len(orgs)
+        rotated = [_rotate(by_org[org], self._turn) for org in orgs[turn:] + orgs[:turn]]
+        ordered: list[tuple[str, str, int, int]] = []
+        for rank in range(max(len(queues) for queues in rotated)):
+            for queues in rotated:
+                if rank < len(queues):
+                    family, queue_class, weight = queues[rank]
+                    share = max(1, free // (len(orgs) * len(queues)))
+                    ordered.append((family, queue_class, weight, share))
+        return ordered
 
     async def claim_along(
         self, conn: AsyncConnection, queues: Iterable[tuple[str, str]], fresh: int

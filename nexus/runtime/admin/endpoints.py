@@ -354,7 +354,9 @@ async def dead_letters(
     `error` is the sanitized class and message recorded at the failure."""
     service: ServiceState = request.app.state.service
     async with service.engine.connect() as conn:
-        parked = await operate.list_parked(conn, QUEUES[queue], limit=max(1, min(limit, 500)))
+        parked = await operate.list_parked(
+            conn, QUEUES[queue], org_id=caller.org_id, limit=max(1, min(limit, 500))
+        )
     return {
         "deadLetters": [
             {
@@ -387,7 +389,7 @@ class Replay(BaseModel):
 async def replay_dead_letters(request: Request, body: Replay, caller: Admin) -> dict[str, Any]:
     service: ServiceState = request.app.state.service
     async with service.engine.begin() as conn:
-        done = await operate.replay(conn, QUEUES[body.queue], body.ids)
+        done = await operate.replay(conn, QUEUES[body.queue], body.ids, org_id=caller.org_id)
         audit_log = AuditRepository(conn)
         for item_id in done.done:
             await audit_log.record(

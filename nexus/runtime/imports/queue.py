@@ -1,6 +1,6 @@
 """What an import's work item is: its family and queue class, its lane, its payload (ADR 0062).
 
-An import runs as WorkItems of the family `runtime.import` in Runtime's work tables (the
+An import runs as WorkItems of the family `<org_id>/runtime.import` in Runtime's work tables (the
 outbox's set, `runtime_outbox_*`, which retention, the dead-letter console and the queue
 gauges already cover). The family has an owner of its own, `runtime-worker.imports`, so only
 the imports `Worker` claims it (the outbox's, owned by `runtime-worker`, never sees it).
@@ -12,15 +12,17 @@ enqueues the next item in its own transaction (`follows`: pause before it).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore
 from nexus.runtime.outbox.models import outbox
 
-FAMILY = "runtime.import"
+INSTALLATION = "runtime.import"
 QUEUE_CLASS = "chunks"
 OWNER = "runtime-worker.imports"
 #: Attempts of one chunk before its job fails (the runner's MAX_FAILURES was 3 failures in a
@@ -40,8 +42,12 @@ class ImportChunk(BaseModel):
     follows: bool = False
 
 
-def import_store(*, lease_ms: int = LEASE_MS) -> WorkStore:
-    return WorkStore(outbox, owner=OWNER, lease_ms=lease_ms)
+def family(org_id: str) -> str:
+    return family_key(org_id, INSTALLATION)
+
+
+def import_store(*, lease_ms: int = LEASE_MS, orgs: Collection[str] | None = None) -> WorkStore:
+    return WorkStore(outbox, owner=OWNER, lease_ms=lease_ms, orgs=orgs, policy=queue_policy())
 
 
 def queue_policy() -> QueuePolicy:
@@ -59,5 +65,5 @@ async def enqueue_chunk(
     """The job's next chunk, in the caller's transaction (it commits with the job's rows or
     with the chunk before it)."""
     payload = ImportChunk(org_id=org_id, job_id=job_id, follows=follows).model_dump_json()
-    item = NewItem(FAMILY, QUEUE_CLASS, payload, lane_key=lane_key(org_id, job_id))
+    item = NewItem(family(org_id), QUEUE_CLASS, payload, lane_key=lane_key(org_id, job_id))
     await import_store().enqueue(await session.connection(), [item])

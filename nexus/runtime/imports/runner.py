@@ -23,7 +23,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from pydantic import ValidationError
-from sqlalchemy import update
 
 from nexus.contracts.ops import CheckResult
 from nexus.platform.db.engine import unit_of_work
@@ -39,7 +38,7 @@ from nexus.platform.workqueue.worker import LeaseLost, Retryable, Terminal, Work
 from nexus.runtime.access.service import AccessCache
 from nexus.runtime.imports import jobs
 from nexus.runtime.imports.queue import (
-    FAMILY,
+    INSTALLATION,
     QUEUE_CLASS,
     ImportChunk,
     enqueue_chunk,
@@ -70,7 +69,7 @@ class ImportRunner:
         self.pause_s = settings.inbox.import_chunk_pause_ms / 1000
         self.failpoint = settings.core.failpoint
         self.metadata, self.access = MetadataCache(), AccessCache()
-        self.store = import_store()
+        self.store = import_store(orgs=settings.core.work_orgs or None)
         self.worker = Worker(
             state.engine,
             self.store,
@@ -143,15 +142,8 @@ class ImportRunner:
 
     async def _register_queue(self) -> None:
         """The queue exists with this release's attempt cap (items copy it on enqueue)."""
-        queues = self.store.t.queues
-        policy = queue_policy()
         async with self.engine.begin() as conn:
-            await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=policy)
-            await conn.execute(
-                update(queues)
-                .where(queues.c.family == FAMILY, queues.c.queue_class == QUEUE_CLASS)
-                .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
-            )
+            await self.store.apply_policy(conn, INSTALLATION, QUEUE_CLASS, queue_policy())
 
     async def run(self) -> None:
         while not self._stopping.is_set():
@@ -165,7 +157,7 @@ class ImportRunner:
                     await asyncio.wait_for(self._stopping.wait(), START_RETRY_SECONDS)
         if self._stopping.is_set():
             return
-        log.info("imports.started", family=FAMILY)
+        log.info("imports.started", installation=INSTALLATION)
         with answering(jobs.BELL, self.worker.wake):
             await self.worker.run()
 

@@ -32,7 +32,7 @@ from nexus.platform.failpoints import crash_at
 from nexus.platform.json_text import canonical_json
 from nexus.platform.observability import get_logger
 from nexus.platform.workqueue.store import NewItem, WorkStore, new_work_id
-from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, InboxItem, lane_key
+from nexus.runtime.inbox.queue import QUEUE_CLASS, InboxItem, family, lane_key
 from nexus.runtime.inbox.repository import (
     NewMessage,
     RunAs,
@@ -238,7 +238,7 @@ class CommandInbox:
             correlation=request.correlation,
         )
         return NewItem(
-            FAMILY,
+            family(request.org_id),
             QUEUE_CLASS,
             item.model_dump_json(),
             id=_work_id(outcome),

@@ -26,8 +26,7 @@ from nexus.platform.service_app import ServiceState, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from nexus.runtime.inbox.execute import CommandExecutor
-from nexus.runtime.inbox.queue import FAMILY, QUEUE_CLASS, inbox_policy, inbox_store
-from nexus.runtime.inbox.repository import set_queue_policy
+from nexus.runtime.inbox.queue import INSTALLATION, QUEUE_CLASS, inbox_policy, inbox_store
 
 log = get_logger(__name__)
 SCHEMA_POLL_SECONDS = 2.0
@@ -40,7 +39,11 @@ class InboxLoop:
     def __init__(self, settings: Settings) -> None:
         cfg = settings.inbox
         self.settings = settings
-        self.store = inbox_store(lease_ms=cfg.inbox_lease_ms)
+        self.store = inbox_store(
+            lease_ms=cfg.inbox_lease_ms,
+            orgs=settings.core.work_orgs or None,
+            max_attempts=cfg.inbox_max_attempts,
+        )
         self.policy = inbox_policy(cfg.inbox_max_attempts)
         self.worker_settings = WorkerSettings(
             concurrency=cfg.inbox_concurrency,
@@ -100,8 +103,7 @@ class InboxLoop:
         if self.loop.stopping:
             return
         async with engine.begin() as conn:
-            await self.store.ensure_queue(conn, FAMILY, QUEUE_CLASS, policy=self.policy)
-            await set_queue_policy(conn, self.store.t.queues, FAMILY, QUEUE_CLASS, self.policy)
+            await self.store.apply_policy(conn, INSTALLATION, QUEUE_CLASS, self.policy)
         executor = CommandExecutor(session_factory(engine), failpoint=self.settings.core.failpoint)
         worker = Worker(engine, self.store, executor, self.worker_settings)
         executor.worker = self.worker = worker

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.contracts.commands import RecordCommand
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.store import QueuePolicy, WorkStore
 from nexus.platform.workqueue.tables import WorkTables
 from nexus.runtime.inbox.models import inbox
 
-FAMILY = "runtime.inbox"
+#: The inbox's installation: each org's commands are the family `<org_id>/runtime.inbox`.
+INSTALLATION = "runtime.inbox"
 QUEUE_CLASS = "commands"
 #: The family's owner: every runtime-worker process claims for it (one owner, many processes).
 OWNER = "runtime-worker"
 LANE_KEY_MAX = 191
+DEFAULT_MAX_ATTEMPTS = 8  # = the `inbox_max_attempts` setting's default
 
 
 class InboxItem(BaseModel):
@@ -32,8 +36,20 @@ class InboxItem(BaseModel):
     correlation: dict[str, str] = Field(default_factory=dict)
 
 
-def inbox_store(*, lease_ms: int = 30_000, tables: WorkTables = inbox) -> WorkStore:
-    return WorkStore(tables, owner=OWNER, lease_ms=lease_ms)
+def family(org_id: str) -> str:
+    return family_key(org_id, INSTALLATION)
+
+
+def inbox_store(
+    *,
+    lease_ms: int = 30_000,
+    tables: WorkTables = inbox,
+    orgs: Collection[str] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> WorkStore:
+    return WorkStore(
+        tables, owner=OWNER, lease_ms=lease_ms, orgs=orgs, policy=inbox_policy(max_attempts)
+    )
 
 
 def inbox_policy(max_attempts: int) -> QueuePolicy:

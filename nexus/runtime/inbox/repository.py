@@ -15,7 +15,6 @@ from nexus.identity.api import org_table, user_table
 from nexus.platform.db import fast_sql
 from nexus.platform.db.backend import insert_ignore
 from nexus.platform.db.clock import db_now_ms
-from nexus.platform.workqueue.store import QueuePolicy
 from nexus.runtime.inbox import models as m
 
 #: runtime-worker asks it once per group and caller: built once, run through `fast_sql`
@@ -216,15 +215,3 @@ class InboxRepository:
             delete(b).where(b.c.org_id == org_id, b.c.workload == workload)
         )
         return bool(removed.rowcount)  # type: ignore[attr-defined]  # a CursorResult
-
-
-async def set_queue_policy(
-    conn: AsyncConnection, queues: Table, family: str, queue_class: str, policy: QueuePolicy
-) -> None:
-    """Make an existing queue follow the configured policy (for items enqueued from now on:
-    each item keeps the max attempts it was enqueued with)."""
-    await conn.execute(
-        update(queues)
-        .where(queues.c.family == family, queues.c.queue_class == queue_class)
-        .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
-    )

@@ -34,12 +34,12 @@ from nexus.runtime.metadata.definitions import (
 from nexus.runtime.metadata.view import CompiledAction, CompiledAfterSave, MetadataView
 from nexus.runtime.outbox.queue import (
     BELL,
-    FAMILY,
     MAX_FLOW_DEPTH,
     MAX_PAYLOAD_BYTES,
     RECORD,
     WEBHOOK,
     OutboxMessage,
+    family,
     outbox_store,
 )
 from nexus.runtime.query.engine import load_parent_paths
@@ -187,4 +187,4 @@ def _item(
             f"after-save flow {flow.definition.api_name}: an action's values exceed "
             f"{MAX_PAYLOAD_BYTES} bytes; nothing was saved"
         )
-    return NewItem(FAMILY, queue, payload, target_key=target_key)
+    return NewItem(family(message.org_id), queue, payload, target_key=target_key)

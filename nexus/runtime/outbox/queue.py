@@ -1,7 +1,8 @@
 """What an outbox item is: its work family and queue classes, and its payload.
 
-One family, `runtime.flows`, owned by runtime-worker, with two queue classes so a slow or
-failing webhook receiver never delays record actions (deficit round-robin between them):
+One family per org, `<org_id>/runtime.flows`, owned by runtime-worker, with two queue
+classes so a slow or failing webhook receiver never delays record actions (deficit
+round-robin between them):
 
     record    create_record / update_record: DML in system context, attributed to the user
     webhook   a signed POST to an operator-bound endpoint
@@ -13,14 +14,17 @@ the worker never re-evaluates metadata that may have changed since.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.store import QueuePolicy, WorkStore
 from nexus.runtime.outbox import models as m
 
-FAMILY = "runtime.flows"
+INSTALLATION = "runtime.flows"
+DEFAULT_MAX_ATTEMPTS = 10  # = the `outbox_max_attempts` setting's default
 OWNER = "runtime-worker"
 RECORD = "record"
 WEBHOOK = "webhook"
@@ -55,8 +59,19 @@ class OutboxMessage(BaseModel):
     body: dict[str, Any] | None = None  # webhook: {"type", "timestamp", "data"}
 
 
-def outbox_store(*, lease_ms: int = 30_000) -> WorkStore:
-    return WorkStore(m.outbox, owner=OWNER, lease_ms=lease_ms)
+def family(org_id: str) -> str:
+    return family_key(org_id, INSTALLATION)
+
+
+def outbox_store(
+    *,
+    lease_ms: int = 30_000,
+    orgs: Collection[str] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> WorkStore:
+    return WorkStore(
+        m.outbox, owner=OWNER, lease_ms=lease_ms, orgs=orgs, policy=queue_policy(max_attempts)
+    )
 
 
 def queue_policy(max_attempts: int) -> QueuePolicy:

@@ -21,7 +21,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import httpx
 from fastapi import FastAPI
 from pydantic import ValidationError
-from sqlalchemy import update
 
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import LogicalService
@@ -35,11 +34,10 @@ from nexus.platform.settings import Settings
 from nexus.platform.workqueue.store import Claimed
 from nexus.platform.workqueue.worker import Terminal, Worker, WorkerSettings
 from nexus.runtime.metadata.view import MetadataCache
-from nexus.runtime.outbox import models as m
 from nexus.runtime.outbox.delivery import Delivery
 from nexus.runtime.outbox.queue import (
     BELL,
-    FAMILY,
+    INSTALLATION,
     QUEUE_CLASSES,
     OutboxMessage,
     outbox_store,
@@ -61,7 +59,9 @@ class OutboxRunner:
         cfg = settings.outbox
         self.engine = state.engine
         self.max_attempts = cfg.outbox_max_attempts
-        self.store = outbox_store()
+        self.store = outbox_store(
+            orgs=settings.core.work_orgs or None, max_attempts=self.max_attempts
+        )
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(cfg.outbox_webhook_timeout_seconds),
             follow_redirects=False,
@@ -100,17 +100,12 @@ class OutboxRunner:
             await self.records(message, claimed)
 
     async def _register_queues(self) -> None:
-        """The queues exist with this deployment's attempt cap (items copy it on enqueue)."""
-        queues = m.outbox.queues
+        """Every org's queues follow this deployment's attempt cap (items copy it on
+        enqueue; an org's queue created later copies it from another org's)."""
         async with self.engine.begin() as conn:
             for queue_class in QUEUE_CLASSES:
                 policy = queue_policy(self.max_attempts)
-                await self.store.ensure_queue(conn, FAMILY, queue_class, policy=policy)
-                await conn.execute(
-                    update(queues)
-                    .where(queues.c.family == FAMILY, queues.c.queue_class == queue_class)
-                    .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
-                )
+                await self.store.apply_policy(conn, INSTALLATION, queue_class, policy)
 
     async def run(self) -> None:
         while not self._stopping.is_set():
@@ -124,7 +119,7 @@ class OutboxRunner:
                     await asyncio.wait_for(self._stopping.wait(), START_RETRY_SECONDS)
         if self._stopping.is_set():
             return
-        log.info("outbox.started", family=FAMILY, max_attempts=self.max_attempts)
+        log.info("outbox.started", installation=INSTALLATION, max_attempts=self.max_attempts)
         with answering(BELL, self.worker.wake):
             await self.worker.run()
 

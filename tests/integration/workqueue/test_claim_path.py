@@ -212,8 +212,8 @@ class Measured:
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def measured(engine: tuple[AsyncEngine, WorkTables, str]) -> Measured:
     db, tables, backend = engine
-    small = await build(db, tables, "small", SMALL)
-    large = await build(db, tables, "large", LARGE)
+    small = await build(db, tables, "org1/small", SMALL)
+    large = await build(db, tables, "org1/large", LARGE)
     await measure(db, tables, backend, small)
     statements: list[tuple[str, Any]] = []
 

@@ -44,8 +44,8 @@ async def prepare(engine: AsyncEngine, prefix: str, count: int) -> WorkTables:
     async with engine.begin() as conn:
         await conn.run_sync(metadata.create_all)
         store = WorkStore(tables, owner="me")
-        await store.ensure_queue(conn, "fam", "default")
-        await store.enqueue(conn, [NewItem("fam", "default", str(i)) for i in range(count)])
+        await store.ensure_queue(conn, "org1/fam", "default")
+        await store.enqueue(conn, [NewItem("org1/fam", "default", str(i)) for i in range(count)])
     return tables
 
 

@@ -49,7 +49,7 @@ class Queue:
 
     def family(self) -> str:
         self.counter += 1
-        return f"fam{self.counter}"
+        return f"org1/fam{self.counter}"
 
     def store(self, owner: str = "me", lease_ms: int = 30_000) -> WorkStore:
         return WorkStore(self.tables, owner=owner, lease_ms=lease_ms)
@@ -515,7 +515,8 @@ async def test_an_effect_and_its_completion_commit_together(queue: Queue) -> Non
         async with queue.engine.begin() as conn:
             await conn.execute(
                 effects.insert().values(
-                    family=f"fx-{item.id}",
+                    family=f"fx/{item.id}",
+                    org_id="fx",
                     owner="fx",
                     ownership_epoch=1,
                     admitting=False,
@@ -537,7 +538,7 @@ async def test_an_effect_and_its_completion_commit_together(queue: Queue) -> Non
             .scalars()
             .all()
         )
-    assert sorted(marks) == sorted(f"fx-{i}" for i in ids)  # each effect exactly once
+    assert sorted(marks) == sorted(f"fx/{i}" for i in ids)  # each effect exactly once
     assert worker.stats.retried == 1
 
 

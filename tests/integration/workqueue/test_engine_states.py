@@ -148,7 +148,7 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
         def __init__(self) -> None:
             super().__init__()
             world.families += 1
-            self.family = f"fam{world.families}"
+            self.family = f"org1/fam{world.families}"
             self.stores = {o: WorkStore(world.tables, owner=o, lease_ms=LEASE_MS) for o in OWNERS}
             self.owner = "a"
             self.policy = "halt"

@@ -50,7 +50,7 @@ class Queue:
 
     def family(self) -> str:
         self.counter += 1
-        return f"ops{self.counter}"
+        return f"org1/ops{self.counter}"
 
     def store(self) -> WorkStore:
         return WorkStore(self.tables, owner="me")
@@ -121,12 +121,14 @@ async def test_a_replayed_dead_item_runs_again_as_a_new_attempt_and_succeeds(
     )
     assert await queue.run_once(family, {"poison": DIE}) == ["poison"]
     async with reading(queue.engine) as conn:
-        (parked,) = await operate.list_parked(conn, queue.tables, operate.Filters(family=family))
+        (parked,) = await operate.list_parked(
+            conn, queue.tables, operate.Filters(family=family), org_id="org1"
+        )
     assert (parked.id, parked.state, parked.failure_class) == (item, DEAD, TERMINAL)
     assert parked.error == "the target refused the record: INVALID_FIELD"
 
     async with queue.engine.begin() as conn:
-        done = await operate.replay(conn, queue.tables, [item])
+        done = await operate.replay(conn, queue.tables, [item], org_id="org1")
     assert done == operate.Done([item], [])
     row = (await queue.rows(family))[item]
     assert (row["state"], row["attempt"], row["max_attempts"]) == (PENDING, 1, 1 + 3)
@@ -149,7 +151,7 @@ async def test_a_replayed_dead_item_runs_again_as_a_new_attempt_and_succeeds(
         await task
     assert ran == [2]  # attempts keep growing across the replay
     async with queue.engine.begin() as conn:  # a second replay of a finished item: refused
-        again = await operate.replay(conn, queue.tables, [item, "no-such-item"])
+        again = await operate.replay(conn, queue.tables, [item, "no-such-item"], org_id="org1")
     assert again == operate.Done(
         [], [operate.Refused("no-such-item", "NOT_FOUND"), operate.Refused(item, "NOT_PARKED")]
     )
@@ -166,12 +168,12 @@ async def test_a_halted_lane_is_listed_and_resumes_at_its_head_when_replayed(
     assert await queue.run_once(family, {}) == []  # the lane is halted behind its dead head
     async with reading(queue.engine) as conn:
         halted = await operate.list_parked(
-            conn, queue.tables, operate.Filters(family=family), halting_only=True
+            conn, queue.tables, operate.Filters(family=family), halting_only=True, org_id="org1"
         )
     assert [(h.id, h.lane_key, h.halting) for h in halted] == [(ids[0], "contact:1", True)]
 
     async with queue.engine.begin() as conn:
-        assert (await operate.replay(conn, queue.tables, [ids[0]])).done == [ids[0]]
+        assert (await operate.replay(conn, queue.tables, [ids[0]], org_id="org1")).done == [ids[0]]
     assert (await queue.lane(family, "contact:1"))["halted_by"] is None
     order = []
     for _ in range(3):
@@ -187,8 +189,8 @@ async def test_skip_cancels_a_halted_head_and_the_lane_moves_on(queue: Queue) ->
     )
     await queue.run_once(family, {"s0": DIE})
     async with queue.engine.begin() as conn:
-        not_head = await operate.skip_head(conn, queue.tables, ids[1])
-        skipped = await operate.skip_head(conn, queue.tables, ids[0])
+        not_head = await operate.skip_head(conn, queue.tables, ids[1], org_id="org1")
+        skipped = await operate.skip_head(conn, queue.tables, ids[0], org_id="org1")
     assert not_head.refused == [operate.Refused(ids[1], "NOT_PARKED")]
     assert skipped == operate.Done([ids[0]], [])
     assert await queue.run_once(family, {}) == ["s1"]
@@ -204,7 +206,7 @@ async def test_a_parked_item_without_a_halted_lane_cannot_be_skipped(queue: Queu
     (item,) = await queue.enqueue([NewItem(family, "default", "x")])
     await queue.run_once(family, {"x": DIE})
     async with queue.engine.begin() as conn:
-        done = await operate.skip_head(conn, queue.tables, item)
+        done = await operate.skip_head(conn, queue.tables, item, org_id="org1")
     assert done.refused == [operate.Refused(item, "NOT_A_HALTED_LANE_HEAD")]
     assert (await queue.rows(family))[item]["state"] == DEAD
 
@@ -218,7 +220,7 @@ async def test_a_skip_lane_takes_a_replayed_item_back_at_its_tail(queue: Queue) 
     await queue.run_once(family, {"k0": DIE})  # dead, and the lane skips past it
     assert await queue.run_once(family, {}) == ["k1"]
     async with queue.engine.begin() as conn:
-        assert (await operate.replay(conn, queue.tables, [ids[0]])).done == [ids[0]]
+        assert (await operate.replay(conn, queue.tables, [ids[0]], org_id="org1")).done == [ids[0]]
     assert await queue.run_once(family, {}) == ["k2"]  # the lane's own order first
     assert await queue.run_once(family, {}) == ["k0"]  # then the replayed item, at the tail
     rows = await queue.rows(family)
@@ -245,10 +247,11 @@ async def test_replay_since_t_picks_exactly_the_items_parked_after_t(queue: Queu
                 operate.Filters(family=family, since_ms=since, until_ms=now),
                 cursor=cursor,
                 limit=2,
+                org_id="org1",
             )
             if not page:
                 break
-            await operate.replay(conn, queue.tables, [p.id for p in page])
+            await operate.replay(conn, queue.tables, [p.id for p in page], org_id="org1")
         pages.append([p.id for p in page])
         cursor = (page[-1].finished_at or 0, page[-1].id)
     assert pages == [ids[3:5], ids[5:]]
@@ -288,7 +291,9 @@ async def test_retention_prunes_only_old_succeeded_and_cancelled_items(queue: Qu
     by_payload = dict(zip(names, ids, strict=True))
     await queue.run_once(family, {"dead-old": DIE, "lane0": DIE, "waiting": Outcome(PENDING)})
     async with queue.engine.begin() as conn:  # lane0 is cancelled by an operator
-        assert (await operate.skip_head(conn, queue.tables, by_payload["lane0"])).done
+        assert (
+            await operate.skip_head(conn, queue.tables, by_payload["lane0"], org_id="org1")
+        ).done
     old = [by_payload[p] for p in ("ok-old", "dead-old", "waiting", "lane0")]
     await queue.set_times(old, ago_ms=48 * HOUR_MS)
     async with reading(queue.engine) as conn:

@@ -150,17 +150,20 @@ async def run(db: tuple[AsyncEngine, str], tmp_path_factory: pytest.TempPathFact
         for i in range(FREE)
     ]
     ids = await enqueue(
-        engine, tables, [NewItem("free", "default", payload(s, f)) for s, f in free]
+        engine, tables, [NewItem("org1/free", "default", payload(s, f)) for s, f in free]
     )
     failing |= {i for i, (_, f) in zip(ids, free, strict=True) if f}
     await enqueue(
         engine,
         tables,
-        [NewItem("burst", "default", payload(0), target_key="account-1") for _ in range(BURST)],
+        [
+            NewItem("org1/burst", "default", payload(0), target_key="account-1")
+            for _ in range(BURST)
+        ],
     )
     laned = [
         NewItem(
-            "lanes",
+            "org1/lanes",
             "default",
             payload(rng.randrange(0, 10), rng.choice([0, 0, 0, 1, 2])),
             lane_key=f"contact-{n % LANES}",
@@ -215,7 +218,7 @@ async def test_every_item_succeeds_once_and_no_two_holders_ever_run_it_at_once(r
         assert [e["ended"] for e in runs].count("ok") == 1, runs
         assert run.effects[item_id] == [row["lease_token"]]  # one effect, by the final holder
         assert row["reclaims"] == 0, (item_id, runs, run.warnings)
-    free = run.family("free")
+    free = run.family("org1/free")
     assert {free[i]["attempt"] for i in free if i in run.failing} == {2}
     assert {free[i]["attempt"] for i in free if i not in run.failing} == {1}
     pids = Counter(e["pid"] for e in run.executions if e["ended"] == "ok")
@@ -265,7 +268,9 @@ async def test_worker_clocks_ten_minutes_off_change_nothing(
     engine, url = db
     tables = await prepare(engine, "skew")
     count, lease_ms = 120, 1500
-    await enqueue(engine, tables, [NewItem("skew", "default", payload(120)) for _ in range(count)])
+    await enqueue(
+        engine, tables, [NewItem("org1/skew", "default", payload(120)) for _ in range(count)]
+    )
     record = tmp_path / "executions.jsonl"
     options = ("--complete-in", "--record", str(record), "--idle-poll-ms", "20")
     ahead, behind = (
@@ -316,7 +321,10 @@ async def test_a_transfer_waits_for_items_in_flight_and_fences_the_old_owner(
     tables = await prepare(engine, "xfer")
     lease_ms = 1500
     await enqueue(
-        engine, tables, [NewItem("xfer", "default", payload(3000)) for _ in range(8)], owner="a"
+        engine,
+        tables,
+        [NewItem("org1/xfer", "default", payload(3000)) for _ in range(8)],
+        owner="a",
     )
     old = spawn(url, "xfer", "a", lease_ms, 0, "--complete-in", "--concurrency", "4")
     new: WorkerProcess | None = None
@@ -328,13 +336,13 @@ async def test_a_transfer_waits_for_items_in_flight_and_fences_the_old_owner(
 
         await wait_for(holding, 30, "the old owner to hold four items")
         with pytest.raises(TransferBlocked, match="still has live leases"):
-            await transfer(engine, tables, "xfer", "b", timeout_s=0.3, poll_s=0.05)
+            await transfer(engine, tables, "org1/xfer", "b", timeout_s=0.3, poll_s=0.05)
         held = {
             i: r for i, r in (await states(engine, tables)).items() if r["state"] == "processing"
         }
         old.process.send_signal(signal.SIGSTOP)  # paused with four items in flight
         started = time.monotonic()
-        epoch = await transfer(engine, tables, "xfer", "b", timeout_s=20, poll_s=0.05)
+        epoch = await transfer(engine, tables, "org1/xfer", "b", timeout_s=20, poll_s=0.05)
         waited = time.monotonic() - started
         assert waited >= 0.3  # until the paused holder's leases ran out
         old.process.send_signal(signal.SIGCONT)

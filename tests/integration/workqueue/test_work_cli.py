@@ -55,11 +55,11 @@ async def test_transfer_lists_the_blocking_items_then_succeeds_once_they_finish(
     engine, env = database
     old = WorkStore(delivery_tables.work, owner="integration-a")
     async with engine.begin() as conn:
-        await old.ensure_queue(conn, "routes:shop", "default")
-        await old.enqueue(conn, [NewItem("routes:shop", "default", "{}") for _ in range(3)])
-        epoch = (await old.admitted_families(conn))["routes:shop"]
-        held = await old.claim(conn, "routes:shop", "default", epoch, 2)
-    args = ("work", "transfer", "--service", "integration", "--family", "routes:shop")
+        await old.ensure_queue(conn, "org1/routes:shop", "default")
+        await old.enqueue(conn, [NewItem("org1/routes:shop", "default", "{}") for _ in range(3)])
+        epoch = (await old.admitted_families(conn))["org1/routes:shop"]
+        held = await old.claim(conn, "org1/routes:shop", "default", epoch, 2)
+    args = ("work", "transfer", "--service", "integration", "--family", "org1/routes:shop")
     blocked = await nexus(env, *args, "--to", "integration-b", "--timeout", "0.5")
     assert blocked.returncode == 1, blocked.stderr
     assert sorted(blocked.stdout.split()) == sorted(
@@ -69,21 +69,21 @@ async def test_transfer_lists_the_blocking_items_then_succeeds_once_they_finish(
     assert "claims re-admitted" in blocked.stderr
 
     async with engine.begin() as conn:  # the holder finishes its items
-        await old.finish(conn, "routes:shop", epoch, held[0].token, [(held[0], SUCCESS)])
-        await old.finish(conn, "routes:shop", epoch, held[1].token, [(held[1], DIE)])
+        await old.finish(conn, "org1/routes:shop", epoch, held[0].token, [(held[0], SUCCESS)])
+        await old.finish(conn, "org1/routes:shop", epoch, held[1].token, [(held[1], DIE)])
     moved = await nexus(env, *args, "--to", "integration-b", "--timeout", "5")
     assert moved.returncode == 0, moved.stderr
     assert moved.stdout.strip() == (
-        "integration: work family routes:shop is owned by integration-b (ownership epoch 2)"
+        "integration: work family org1/routes:shop is owned by integration-b (ownership epoch 2)"
     )
     async with engine.begin() as conn:  # the old owner is fenced off
-        assert await old.claim(conn, "routes:shop", "default", epoch, 10) == []
+        assert await old.claim(conn, "org1/routes:shop", "default", epoch, 10) == []
 
     stats = await nexus(env, "work", "stats", "--service", "integration")
     assert stats.returncode == 0, stats.stderr
     lines = {tuple(line.split()[:5]) for line in stats.stdout.splitlines()[1:]}
-    assert ("integration", "routes:shop", "default", "pending", "1") in lines
-    assert ("integration", "routes:shop", "default", "dead", "1") in lines
+    assert ("integration", "org1/routes:shop", "default", "pending", "1") in lines
+    assert ("integration", "org1/routes:shop", "default", "dead", "1") in lines
     assert not any(line[3] == "succeeded" for line in lines)  # open states unless --all
 
     unknown = await nexus(
