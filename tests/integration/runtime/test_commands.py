@@ -315,7 +315,7 @@ async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
         }
         deadline = time.monotonic() + 15
         dead = re.compile(
-            r'^nexus_work_items\{family="runtime.inbox",queue_class="commands",'
+            r'^nexus_work_items\{family="[^"/]+/runtime.inbox",queue_class="commands",'
             r'state="dead"\} (\S+)',
             re.M,
         )
@@ -330,4 +330,4 @@ async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
     succeeded = re.search(r"^nexus_work_succeeded_total (\S+)", text, re.M)
     assert succeeded is not None
     assert float(succeeded.group(1)) >= 1
-    assert 'nexus_work_oldest_pending_age_seconds{family="runtime.inbox"' in text
+    assert f'nexus_work_oldest_pending_age_seconds{{family="{db.org_id}/runtime.inbox"' in text

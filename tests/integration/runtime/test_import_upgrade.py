@@ -15,7 +15,7 @@ from nexus.contracts.roles import LogicalService
 from nexus.platform.db.clock import db_now_ms
 from nexus.platform.db.engine import reading
 from nexus.platform.migrations import alembic_config, upgrade_to_head
-from nexus.runtime.imports.queue import FAMILY
+from nexus.runtime.imports.queue import INSTALLATION, family
 from nexus.runtime.outbox.models import outbox
 from tests.integration.runtime.test_import_crash import _caller, saved, wait_state
 from tests.support.commands import RuntimeDb, start_worker, stop_worker
@@ -83,7 +83,8 @@ async def test_an_import_in_flight_at_the_upgrade_is_finished_by_the_new_worker(
     assert not {"lease_owner", "lease_until"} & await job_columns(db)
     items = outbox.items
     async with reading(db.engine) as conn:
-        migrated = list(await conn.execute(select(items.c.state).where(items.c.family == FAMILY)))
+        query = select(items.c.state).where(items.c.family == family(db.org_id))
+        migrated = list(await conn.execute(query))  # the org leads the family (runtime_0013)
     assert [r[0] for r in migrated] == ["pending"]
 
     worker = start_worker(db, tmp_path / "worker.log")
@@ -97,6 +98,7 @@ async def test_an_import_in_flight_at_the_upgrade_is_finished_by_the_new_worker(
     await downgrade_to(db, BEFORE)  # and back: the family's items go, the columns return
     assert {"lease_owner", "lease_until"} <= await job_columns(db)
     async with reading(db.engine) as conn:
-        left = list(await conn.execute(select(items.c.id).where(items.c.family == FAMILY)))
+        query = select(items.c.id).where(items.c.family == INSTALLATION)
+        left = list(await conn.execute(query))
     assert left == []
     await upgrade_to_head(db.engine, LogicalService.RUNTIME)
