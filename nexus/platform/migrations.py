@@ -347,6 +347,8 @@ def unscope_work_by_org(prefix: str) -> None:
                 f"{prefix}: {installation} has work in more than one org; the earlier "
                 "schema cannot hold it (downgrade refused)"
             )
+    # the installations' policy rows (`WorkStore.apply_policy`): the earlier engine had none
+    bind.execute(delete(queues).where(~queues.c.family.contains(SEPARATOR)))
     for table in (items, lanes, targets, queues, families):
         for (family,) in list(bind.execute(select(table.c.family).distinct())):
             if SEPARATOR in family:

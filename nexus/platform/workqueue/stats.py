@@ -19,6 +19,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.platform.db.clock import read_now_ms
+from nexus.platform.workqueue.keys import SEPARATOR
 from nexus.platform.workqueue.store import (
     CANCELLED,
     DEAD,
@@ -75,7 +76,10 @@ async def queue_stats(
     items, queues, families = t.items, t.queues, t.families
     now = await read_now_ms(conn)
     found: dict[tuple[str, str, str], QueueCount] = {}
-    keys = select(queues.c.family, queues.c.queue_class)
+    # an org's queues (an installation's policy row, `store.apply_policy`, holds no items)
+    keys = select(queues.c.family, queues.c.queue_class).where(
+        queues.c.family.contains(SEPARATOR, autoescape=True)
+    )
     if org_id is not None:
         keys = keys.join(families, families.c.family == queues.c.family).where(
             families.c.org_id == org_id

@@ -253,8 +253,8 @@ class WorkStore:
         policy: QueuePolicy | None = None,
     ) -> None:
         """Create the family (owned by `owner`, epoch 1) and the queue if they are new. A new
-        queue follows `policy`, else the queue of the same installation and class in another
-        org (the policy the installation's workers set, `apply_policy`), else the store's.
+        queue follows `policy`, else the installation's policy row (which its workers set,
+        `apply_policy`), else the store's.
         Existing rows are only read: an insert-or-ignore of an existing row takes a shared
         lock on InnoDB, which deadlocks with a concurrent enqueue's update of the queue row."""
         now = db_now_ms()
@@ -273,7 +273,7 @@ class WorkStore:
             )
         queue = select(q.c.family).where(q.c.family == family, q.c.queue_class == queue_class)
         if (await conn.execute(queue)).first() is None:
-            policy = policy or await self._sibling_policy(conn, family, queue_class)
+            policy = policy or await self._installation_policy(conn, family, queue_class)
             await conn.execute(
                 insert_ignore(q, dialect).values(
                     family=family,
@@ -285,16 +285,16 @@ class WorkStore:
                 )
             )
 
-    async def _sibling_policy(
+    async def _installation_policy(
         self, conn: AsyncConnection, family: str, queue_class: str
     ) -> QueuePolicy:
+        """The policy the installation's workers set (`apply_policy`), else the store's."""
         q = self.t.queues
         row = (
             await conn.execute(
-                select(q.c.max_attempts, q.c.lane_policy, q.c.weight)
-                .where(_of_installation(q, installation_of(family)), q.c.queue_class == queue_class)
-                .order_by(q.c.family)
-                .limit(1)
+                select(q.c.max_attempts, q.c.lane_policy, q.c.weight).where(
+                    q.c.family == installation_of(family), q.c.queue_class == queue_class
+                )
             )
         ).first()
         if row is None:
@@ -305,17 +305,33 @@ class WorkStore:
         self, conn: AsyncConnection, installation: str, queue_class: str, policy: QueuePolicy
     ) -> None:
         """Make every org's queue of `installation` and class follow `policy` (for items
-        enqueued from now on: each item keeps the max attempts it was enqueued with); an
-        org's queue created later copies it (`ensure_queue`)."""
+        enqueued from now on: each item keeps the max attempts it was enqueued with), and
+        keep it as the installation's policy row (family = the bare installation, which no
+        family row admits, so nothing is ever claimed from it): an org's queue created later,
+        by any process, copies it (`ensure_queue`)."""
         q = self.t.queues
+        values = {"max_attempts": policy.max_attempts, "lane_policy": policy.lane_policy}
         await conn.execute(
             update(q)
             .where(
-                _of_installation(q, installation),
+                or_(_of_installation(q, installation), q.c.family == installation),
                 q.c.queue_class == queue_class,
             )
-            .values(max_attempts=policy.max_attempts, lane_policy=policy.lane_policy)
+            .values(**values)
         )
+        template = select(q.c.family).where(
+            q.c.family == installation, q.c.queue_class == queue_class
+        )
+        if (await conn.execute(template)).first() is None:
+            await conn.execute(
+                insert_ignore(q, conn.dialect.name).values(
+                    family=installation,
+                    queue_class=queue_class,
+                    weight=policy.weight,
+                    last_enqueued_at=0,
+                    **values,
+                )
+            )
 
     async def enqueue(self, conn: AsyncConnection, items: Sequence[NewItem]) -> list[str]:
         """Insert items in the caller's transaction (so they commit with the business write

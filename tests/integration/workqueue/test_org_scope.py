@@ -17,7 +17,15 @@ from nexus.contracts.roles import LogicalService
 from nexus.platform.db.engine import create_engine, reading
 from nexus.platform.workqueue import operate
 from nexus.platform.workqueue.keys import family_key, installation_of, org_of
-from nexus.platform.workqueue.store import DEAD, SUCCESS, NewItem, Outcome, WorkStore
+from nexus.platform.workqueue.stats import queue_stats
+from nexus.platform.workqueue.store import (
+    DEAD,
+    SUCCESS,
+    NewItem,
+    Outcome,
+    QueuePolicy,
+    WorkStore,
+)
 from nexus.platform.workqueue.tables import WorkTables, work_tables
 from nexus.platform.workqueue.worker import Worker, WorkerSettings
 from tests.conftest import Backend
@@ -109,29 +117,31 @@ async def test_an_operator_lists_replays_and_skips_only_their_org_items(
         assert (await operate.skip_head(conn, tables, ids[B], org_id=B)).done == [ids[B]]
 
 
-async def test_a_new_org_queue_copies_the_installation_policy(
+async def test_a_new_org_queue_follows_the_installation_policy(
     db: tuple[AsyncEngine, WorkTables],
 ) -> None:
     engine, tables = db
-    store = WorkStore(tables, owner="exec")
+    store = WorkStore(tables, owner="exec")  # e.g. runtime-api, which sets no policy
     queues = tables.queues
     async with engine.begin() as conn:
         await store.enqueue(conn, [NewItem(family_key(A, "policy"), "q", "{}")])
-        await conn.execute(
-            queues.update()
-            .where(queues.c.family == family_key(A, "policy"))
-            .values(max_attempts=3, lane_policy="skip")
+        # the installation's workers start with their configured policy
+        await store.apply_policy(
+            conn, "policy", "q", QueuePolicy(max_attempts=3, lane_policy="skip")
         )
         await store.enqueue(conn, [NewItem(family_key(B, "policy"), "q", "{}")])
     async with reading(engine) as conn:
-        row = (
-            await conn.execute(
-                select(queues.c.max_attempts, queues.c.lane_policy).where(
-                    queues.c.family == family_key(B, "policy")
+        rows = {
+            r.family: (r.max_attempts, r.lane_policy)
+            for r in await conn.execute(
+                select(queues.c.family, queues.c.max_attempts, queues.c.lane_policy).where(
+                    queues.c.family.in_([family_key(A, "policy"), family_key(B, "policy")])
                 )
             )
-        ).one()
-    assert tuple(row) == (3, "skip")
+        }
+        stats = await queue_stats(conn, tables)
+    assert rows == {family_key(A, "policy"): (3, "skip"), family_key(B, "policy"): (3, "skip")}
+    assert "policy" not in {c.family for c in stats.counts}  # the policy row is not a queue
 
 
 async def test_a_worker_splits_its_executors_between_orgs_not_their_queues() -> None:
