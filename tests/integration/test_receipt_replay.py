@@ -312,7 +312,7 @@ async def test_replay_since_takes_every_failure_of_the_window_once(world: World)
 
 async def park(world: World, connector: str, outcome: Outcome) -> list[str]:
     """Claim the route's items as the executor does and record `outcome` for each."""
-    store, pack = WorkStore(delivery_tables.work, owner=EXECUTOR_OWNER), f"routes:{connector}"
+    store, pack = WorkStore(delivery_tables.work, owner=EXECUTOR_OWNER), f"{ORG}/routes:{connector}"
     async with world.engine.begin() as conn:
         epoch = (await store.admitted_families(conn))[pack]
         claimed = await store.claim(conn, pack, "people", epoch, 500)

@@ -261,7 +261,9 @@ async def test_receipts_become_events_and_work_items_exactly_once(stack: Stack) 
     async with reading(stack.engine) as conn:
         family = delivery_tables.work.families
         owner = (
-            await conn.execute(select(family.c.owner).where(family.c.family == "routes:demo"))
+            await conn.execute(
+                select(family.c.owner).where(family.c.family == f"{ORG}/routes:demo")
+            )
         ).scalar_one()
     assert owner == EXECUTOR_OWNER  # the executor claims what the router enqueues
 
