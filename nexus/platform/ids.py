@@ -4,6 +4,7 @@ unique (18 characters), the form Salesforce clients expect."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 
@@ -60,3 +61,12 @@ def to_18(value: str) -> str:
     if len(value) == 18 and value[15:].upper() != full[15:]:
         raise ValueError("record id checksum does not match")
     return full
+
+
+def fit(text: str, limit: int, *, digest: int = 16) -> str:
+    """`text` when it fits `limit` characters, else a stable shortened form (a prefix and a
+    hash of the whole), so two long keys stay equal exactly when they were equal."""
+    if len(text) <= limit:
+        return text
+    tail = hashlib.sha256(text.encode()).hexdigest()[:digest]
+    return f"{text[: limit - digest - 1]}~{tail}"

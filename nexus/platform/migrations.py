@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nexus.contracts.roles import LogicalService
 from nexus.platform.db.backend import backend_of, exact_key
 from nexus.platform.settings import CoreSettings
-from nexus.platform.workqueue.keys import SEPARATOR
+from nexus.platform.workqueue.keys import SEPARATOR, family_key
 
 #: The histories this build ships: `nexus/migrations/`, beside `nexus/platform/`.
 PACKAGED_MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
@@ -269,8 +269,7 @@ def scope_work_by_org(prefix: str) -> None:
     org and counts each org's waiters. Rows no item refers to any more (empty lanes, idle
     families and queues) are dropped: the next enqueue creates them again."""
     bind = op.get_bind()
-    t = _work_tables_now(prefix)
-    items, lanes, targets, families, queues = t
+    items, lanes, targets, families, queues = _work_tables_now(prefix)
     op.add_column(families.name, Column("org_id", String(18)))
     rows: list[_Item] = []  # every item, without its payload (only its org is kept)
     org_of_item: dict[str, str] = {}
@@ -298,7 +297,7 @@ def scope_work_by_org(prefix: str) -> None:
     bind.execute(delete(queues).where(~queues.c.family.contains(SEPARATOR)))
     bind.execute(delete(families).where(~families.c.family.contains(SEPARATOR)))
     for family, org in sorted(by_family):
-        new = f"{org}{SEPARATOR}{family}"
+        new = family_key(org, family)
         old = family_rows.get(family)
         if old is not None:
             bind.execute(
@@ -328,7 +327,7 @@ def scope_work_by_org(prefix: str) -> None:
             bind.execute(
                 update(items)
                 .where(items.c.id.in_(ids[start : start + 500]))
-                .values(family=f"{org}{SEPARATOR}{family}")
+                .values(family=family_key(org, family))
             )
     with op.batch_alter_table(families.name) as batch:
         batch.alter_column("org_id", existing_type=String(18), nullable=False)
@@ -418,7 +417,7 @@ def _scope_source_lanes(
             halted = lane.halted_by if at_head and lane.halted_by == at_head[0].id else None
             bind.execute(
                 insert(lanes).values(
-                    family=f"{org}{SEPARATOR}{family}",
+                    family=family_key(org, family),
                     lane_key=key,
                     head_seq=lane.next_seq if head is None else head.lane_seq,
                     next_seq=lane.next_seq,
@@ -457,6 +456,6 @@ def _scope_target_lanes(
                 }
             bind.execute(
                 insert(targets).values(
-                    family=f"{org}{SEPARATOR}{family}", target_key=key, waiters=count, **holder
+                    family=family_key(org, family), target_key=key, waiters=count, **holder
                 )
             )

@@ -11,13 +11,13 @@ from nexus.contracts.commands import AcceptCommandRequest, RecordCommand
 from nexus.integration.routing.mapping import (
     SOURCE_KIND,
     MappingFailed,
-    fit,
     map_delivery,
     needs_document,
     parse_json,
 )
 from nexus.integration.routing.router import command_payload
 from nexus.integration.routing.routes import RouteDeclaration, RouteFileError, parse_route_file
+from nexus.platform.ids import fit
 
 ROUTE: dict[str, Any] = {
     "connector": "crm-demo",

@@ -27,10 +27,11 @@ from nexus.integration.ingress.errors import SignatureRejected, WebhookTooLarge
 from nexus.integration.ingress.repository import ReceiptRow, Stored
 from nexus.integration.ingress.signatures import AnyScheme, WebhookRequest, derive_keys, verify_keys
 from nexus.integration.ingress.writer import ReceiptWriter
-from nexus.integration.routing.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND, fit
+from nexus.integration.routing.mapping import LANE_KEY_BYTES, SOURCE_ID, SOURCE_KIND
 from nexus.integration.routing.repository import RouteRepository
 from nexus.integration.routing.routes import ActiveRoute, Extract, resolve_pointer
 from nexus.platform.db.engine import session_factory, unit_of_work
+from nexus.platform.ids import fit
 from nexus.platform.observability import get_logger
 from nexus.platform.secrets import (
     WEBHOOK_SECRET_REF,

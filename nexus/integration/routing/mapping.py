@@ -8,7 +8,6 @@ its message names the route's configuration (a pointer, a field name), never a p
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from nexus.contracts.commands import RecordCommand, Scalar
 from nexus.integration.routing.routes import TEMPLATE_FIELD, Command, Extract, RouteDeclaration
 from nexus.integration.routing.routes import resolve_pointer as resolve
+from nexus.platform.ids import fit
 
 #: Correlation keys under which ingress keeps header-extracted source values (headers are
 #: not stored, so the router could not read them later).
@@ -45,15 +45,6 @@ class Mapped:
         if self.source_kind is None or self.source_id is None:
             return None
         return fit(f"{self.source_kind}:{self.source_id}", LANE_KEY_BYTES)
-
-
-def fit(text: str, limit: int, *, digest: int = 16) -> str:
-    """`text` when it fits `limit` characters, else a stable shortened form (a prefix and a
-    hash of the whole), so two long keys stay equal exactly when they were equal."""
-    if len(text) <= limit:
-        return text
-    tail = hashlib.sha256(text.encode()).hexdigest()[:digest]
-    return f"{text[: limit - digest - 1]}~{tail}"
 
 
 def _no_constants(name: str) -> Any:

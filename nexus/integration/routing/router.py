@@ -51,7 +51,6 @@ from nexus.integration.delivery.models import work as work_tables
 from nexus.integration.ingress.bodies import read_body
 from nexus.integration.routing.mapping import (
     MappingFailed,
-    fit,
     map_delivery,
     needs_document,
     parse_json,
@@ -76,10 +75,11 @@ from nexus.integration.routing.routes import ActiveRoute
 from nexus.platform.db.clock import read_now_ms
 from nexus.platform.db.engine import reading
 from nexus.platform.failpoints import crash_at
+from nexus.platform.ids import fit
 from nexus.platform.json_text import compact_json
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
-from nexus.platform.workqueue.keys import FAMILY_MAX, SEPARATOR, family_key
+from nexus.platform.workqueue.keys import family_key
 from nexus.platform.workqueue.store import NewItem, QueuePolicy, WorkStore, new_token
 from nexus.platform.workqueue.worker import Along, Worker, backoff_ms
 
@@ -107,7 +107,7 @@ def installed_pack_id(connector: str) -> str:
 
 def work_family(org_id: str, pack: str) -> str:
     """The work family of a pack's deliveries in one org (the org leads every work key)."""
-    return family_key(org_id, fit(pack, FAMILY_MAX - len(org_id) - len(SEPARATOR), digest=8))
+    return family_key(org_id, pack)
 
 
 def queue_class(route_key: str) -> str:

@@ -9,22 +9,23 @@ table also holds the org as a column of its own, which is what scoping and fairn
 
 from __future__ import annotations
 
+from nexus.platform.ids import fit
+
 SEPARATOR = "/"
 FAMILY_MAX = 64
 ORG_MAX = 18
 
 
 def family_key(org_id: str, installation: str) -> str:
-    """The family of `installation`'s work in org `org_id`."""
+    """The family of `installation`'s work in org `org_id`; an installation longer than the
+    room the org leaves is shortened stably (`ids.fit`), so every caller, the migration
+    included, names one installation's family alike."""
     if not org_id or len(org_id) > ORG_MAX or SEPARATOR in org_id:
         raise ValueError("a work family needs an org id of at most 18 characters, without '/'")
-    key = f"{org_id}{SEPARATOR}{installation}"
-    if not installation or SEPARATOR in installation or len(key) > FAMILY_MAX:
-        raise ValueError(
-            f"a work family's installation is 1 to {FAMILY_MAX - len(org_id) - 1} characters,"
-            " without '/'"
-        )
-    return key
+    if not installation or SEPARATOR in installation:
+        raise ValueError("a work family's installation is not empty and has no '/'")
+    room = FAMILY_MAX - len(org_id) - len(SEPARATOR)
+    return f"{org_id}{SEPARATOR}{fit(installation, room, digest=8)}"
 
 
 def org_of(family: str) -> str:

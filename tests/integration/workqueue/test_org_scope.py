@@ -53,6 +53,9 @@ async def test_a_family_key_leads_with_its_org_and_refuses_what_names_none() -> 
     for org, installation in (("", PACK), ("a/b", PACK), ("x" * 19, PACK), (A, ""), (A, "a/b")):
         with pytest.raises(ValueError, match="work family"):
             family_key(org, installation)
+    long = family_key(A, "routes:" + "c" * 64)  # shortened stably, as the router and the
+    assert len(long) == 64  # upgrade both name it
+    assert long == family_key(A, "routes:" + "c" * 64) != family_key(A, "routes:" + "d" * 64)
     with pytest.raises(ValueError, match="not a work family key"):
         org_of("routes:shop")
 
