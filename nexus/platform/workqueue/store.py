@@ -313,25 +313,19 @@ class WorkStore:
         values = {"max_attempts": policy.max_attempts, "lane_policy": policy.lane_policy}
         await conn.execute(
             update(q)
-            .where(
-                or_(_of_installation(q, installation), q.c.family == installation),
-                q.c.queue_class == queue_class,
-            )
+            .where(_of_installation(q, installation), q.c.queue_class == queue_class)
             .values(**values)
         )
-        template = select(q.c.family).where(
-            q.c.family == installation, q.c.queue_class == queue_class
-        )
-        if (await conn.execute(template)).first() is None:
-            await conn.execute(
-                insert_ignore(q, conn.dialect.name).values(
-                    family=installation,
-                    queue_class=queue_class,
-                    weight=policy.weight,
-                    last_enqueued_at=0,
-                    **values,
-                )
+        row = upsert(q, conn.dialect.name, [q.c.family, q.c.queue_class], lambda _: values)
+        await conn.execute(
+            row.values(
+                family=installation,
+                queue_class=queue_class,
+                weight=policy.weight,
+                last_enqueued_at=0,
+                **values,
             )
+        )
 
     async def enqueue(self, conn: AsyncConnection, items: Sequence[NewItem]) -> list[str]:
         """Insert items in the caller's transaction (so they commit with the business write
