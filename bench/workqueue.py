@@ -120,8 +120,12 @@ def synchronous() -> str:
 
 
 async def work(url: str, ready: Path, go: Path) -> None:
-    engine = create_engine(
-        url, application_name="bench-worker", pool_size=4, sqlite_synchronous=synchronous()
+    engine = create_engine(  # on SQLite on the loop's thread, as the roles' work engines run
+        url,
+        application_name="bench-worker",
+        pool_size=4,
+        sqlite_synchronous=synchronous(),
+        sqlite_on_loop=True,
     )
     store = WorkStore(work_tables(MetaData(), PREFIX), owner="bench")
 

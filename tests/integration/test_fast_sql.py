@@ -33,6 +33,7 @@ from nexus.platform.db.backend import insert_ignore, upsert
 from nexus.platform.db.clock import db_now_ms
 from nexus.platform.db.engine import create_engine
 from nexus.platform.workqueue.store import ITEM_COLUMNS, WorkStore
+from nexus.platform.workqueue.tables import work_tables
 
 pytestmark = pytest.mark.asyncio
 
@@ -192,8 +193,32 @@ async def test_a_plan_binds_what_sqlalchemy_binds(name: str) -> None:
     assert (plan.sql, plan.values(params)) == fast_sql._positional(compiled, params)
 
 
-async def test_statements_with_expanding_lists_have_no_plan() -> None:
-    assert fast_sql._plan(PICK.compile(dialect=sqlite.dialect())) is None
+async def test_a_list_plan_renders_what_sqlalchemy_expands() -> None:
+    """Id lists and (key, seq) pairs: the SQL and values of SQLAlchemy's expansion, for any
+    length; an empty list is left to SQLAlchemy (its empty-set form)."""
+    store = WorkStore(work_tables(MetaData(), "t"), owner="o")
+    for statement, params in [
+        (PICK, {"b_org": "o1", "b_ids": ["t0"]}),
+        (PICK, {"b_org": "o1", "b_ids": ["t0", "t2", "t3"]}),
+        (
+            store._advance_lanes,
+            {"b_family": "f", "b_keys": ["a", "b"], "b_heads": [("a", 3), ("b", 9)]},
+        ),
+        (store._lane_followers, {"b_family": "f", "b_keys": ["a", "b", "c"]}),
+        (store._pass_update, {"b_ids": ["i", "j"], "b_family": "f", "b_epoch": 2, "b_token": "x"}),
+    ]:
+        compiled = statement.compile(dialect=sqlite.dialect())
+        plan = fast_sql._plan(compiled)
+        assert isinstance(plan, fast_sql._ListPlan)
+        assert plan.render(params) == fast_sql._positional(compiled, params)
+    plan = fast_sql._plan(PICK.compile(dialect=sqlite.dialect()))
+    assert isinstance(plan, fast_sql._ListPlan)
+    assert plan.render({"b_org": "o1", "b_ids": []}) is None
+
+
+async def test_a_list_whose_values_are_processed_has_no_plan() -> None:
+    flags = select(things.c.id).where(things.c.on.in_(bindparam("b_on", expanding=True)))
+    assert fast_sql._plan(flags.compile(dialect=sqlite.dialect())) is None
 
 
 async def test_a_row_without_a_column_is_refused(tmp_path: Path) -> None:

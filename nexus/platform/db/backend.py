@@ -15,6 +15,8 @@ from sqlalchemy import String, insert
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.selectable import Join
 from sqlalchemy.types import TypeEngine
 
 
@@ -41,6 +43,30 @@ def upsert(
         return lite.on_conflict_do_update(index_elements=key, set_=dict(changes(lite.excluded)))
     my = mysql_insert(table)
     return my.on_duplicate_key_update(changes(my.inserted))
+
+
+class _OrderedJoin(Join):
+    inherit_cache = True
+
+
+@compiles(_OrderedJoin, "sqlite")
+def _sqlite_cross_join(join: _OrderedJoin, compiler: Any, **kw: Any) -> str:
+    # SQLite never reorders the two sides of a CROSS JOIN (its documented way to pick the
+    # outer loop); the ON clause applies as to an inner join
+    return str(compiler.visit_join(join, **kw)).replace(" JOIN ", " CROSS JOIN ", 1)
+
+
+@compiles(_OrderedJoin, "mysql")
+def _mysql_straight_join(join: _OrderedJoin, compiler: Any, **kw: Any) -> str:
+    return str(compiler.visit_join(join, **kw)).replace(" INNER JOIN ", " STRAIGHT_JOIN ", 1)
+
+
+def ordered_join(outer: Any, inner: Any, onclause: Any) -> Any:
+    """An inner join whose `outer` table drives the loop on every backend (SQLite CROSS
+    JOIN, MySQL STRAIGHT_JOIN): for a join the planner gets backwards without statistics,
+    e.g. a few lane rows by primary key, then one index probe each into a deep table.
+    `outer` must be a table, not a join (its first JOIN keyword is the one replaced)."""
+    return _OrderedJoin(outer, inner, onclause)
 
 
 def exact_key(length: int) -> TypeEngine[str]:

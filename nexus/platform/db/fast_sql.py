@@ -16,11 +16,17 @@ value bound into the statement) and its bind processor. Its parameters are then 
 comprehension per row instead of SQLAlchemy's `construct_expanded_state` (~2 us instead of
 ~20 us for a 19-column row; an executemany of a batch pays that per row). The plan takes
 values exactly as `construct_params` does (ADR 0053; tests/integration/test_fast_sql.py).
+A statement whose expanding lists carry no bind processors (id and key lists, (key, seq)
+pairs) gets a list plan: its SQL in pieces around each list, joined with as many
+placeholders as the call's lists have values (SQLAlchemy's expansion cost ~5 us per tuple,
+~1 ms for a 1,200-id list). The plan is checked against SQLAlchemy's own expansion when it
+is made; a statement it does not match, or an empty list, takes SQLAlchemy's path.
 """
 
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +55,7 @@ class FastResult:
 
 #: Compiled statements kept (the hot ones are a few dozen, built once per store).
 COMPILED_MAX = 256
-_compiled: collections.OrderedDict[tuple[int, str], tuple[Any, Any, _Plan | None]] = (
+_compiled: collections.OrderedDict[tuple[int, str], tuple[Any, Any, _Plan | _ListPlan | None]] = (
     collections.OrderedDict()
 )
 _row_types: dict[tuple[str, ...], Any] = {}
@@ -113,14 +119,124 @@ class _Plan:
         return values
 
 
-def _plan(compiled: Any) -> _Plan | None:
-    """The plan of `compiled`, or None when `construct_expanded_state` must build each
-    execution (expanding or literal-execute binds, escaped names, callables, `.params()`)."""
+_MARKER = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
+
+
+@dataclass(frozen=True)
+class _ListPlan:
+    """A compiled statement with expanding lists, ready to run: `pieces` of SQL around
+    the lists (`markers`: each list's key and tuple width, 0 for plain values), `order` the
+    keys of the values in placeholder order (`lists` the expanding ones), `plain` the plan
+    of the other values."""
+
+    pieces: tuple[str, ...]
+    markers: tuple[tuple[str, int], ...]
+    order: tuple[str, ...]
+    lists: dict[str, int]  # expanding key -> tuple width (0: plain values)
+    plain: _Plan
+    tuple_values: bool  # tuples render as `VALUES (?, ?), ...` (SQLite) instead of `(?, ?), ...`
+
+    def render(self, params: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
+        """SQL and values, or None for SQLAlchemy's path (an empty list, a missing key)."""
+        lists = {}
+        for key in self.lists:
+            value = params.get(key)
+            if not value or isinstance(value, str):
+                return None
+            lists[key] = value
+        sql = [self.pieces[0]]
+        for (key, width), piece in zip(self.markers, self.pieces[1:], strict=True):
+            n = len(lists[key])
+            if width == 0:
+                sql.append("?" + ", ?" * (n - 1))
+            else:
+                one = "(?" + ", ?" * (width - 1) + ")"
+                sql.append(("VALUES " if self.tuple_values else "") + ", ".join([one] * n))
+            sql.append(piece)
+        plain = iter(self.plain.values(params))
+        values: list[Any] = []
+        for key in self.order:
+            if key not in self.lists:
+                values.append(next(plain))
+            elif self.lists[key]:
+                for row in lists[key]:
+                    values.extend(row)
+            else:
+                values.extend(lists[key])
+        return "".join(sql), values
+
+
+def _list_plan(compiled: Any) -> _ListPlan | None:
+    """The list plan of `compiled` (module docstring), or None."""
     if (
-        not compiled.positional
-        or compiled._render_postcompile
-        or compiled.post_compile_params
-        or compiled.literal_execute_params
+        compiled.literal_execute_params
+        or compiled.escaped_bind_names
+        or getattr(compiled, "_collected_params", None)
+        or compiled.dialect.paramstyle != "qmark"
+    ):
+        return None
+    binds = {name: bind for bind, name in compiled.bind_names.items()}
+    expanding = {compiled.bind_names[b] for b in compiled.post_compile_params}
+    widths: dict[str, int] = {}
+    for name in expanding:
+        bind = binds[name]
+        if not bind.expanding or bind.callable is not None or bind.key != name:
+            return None
+        types = getattr(bind.type, "types", None)  # a tuple IN: one type per element
+        for kind in types or [bind.type]:
+            if kind._cached_bind_processor(compiled.dialect) is not None:
+                return None
+        widths[name] = len(types) if types else 0
+    split = _MARKER.split(compiled.string)
+    pieces, names = tuple(split[0::2]), split[1::2]
+    if set(names) != expanding:
+        return None
+    others = [n for n in compiled.positiontup if n not in expanding]
+    slots = []
+    for name in others:
+        bind = binds[name]
+        if bind.callable is not None:
+            return None
+        fixed = None if bind.required else bind.value
+        processor = compiled._bind_processors.get(name)
+        slots.append(_Slot(bind.key, name, bind.required, fixed, processor))
+    plan = _ListPlan(
+        pieces=pieces,
+        markers=tuple((n, widths[n]) for n in names),
+        order=tuple(compiled.positiontup),
+        lists=widths,
+        plain=_Plan("", tuple(slots), None),
+        tuple_values=bool(compiled.dialect.tuple_in_values),
+    )
+    return plan if _agrees(compiled, plan, binds, widths) else None
+
+
+def _agrees(compiled: Any, plan: _ListPlan, binds: dict[str, Any], widths: dict[str, int]) -> bool:
+    """Does `plan` render what SQLAlchemy's expansion renders? Checked once, with two
+    values per list and a sample value for every other bind."""
+    sample: dict[str, Any] = {}
+    for name, bind in binds.items():
+        if name in widths:
+            width = widths[name]
+            sample[name] = [tuple(range(n, n + width)) if width else n for n in (1, 5)]
+        elif bind.required:
+            sample[bind.key] = 7
+    try:
+        return plan.render(sample) == _positional(compiled, sample)
+    except Exception:  # noqa: BLE001 - SQLAlchemy's path decides, not this plan
+        return False
+
+
+def _plan(compiled: Any) -> _Plan | _ListPlan | None:
+    """The plan of `compiled`, or None when `construct_expanded_state` must build each
+    execution (literal-execute binds, escaped names, callables, `.params()`, lists with
+    bind processors)."""
+    if not compiled.positional:
+        return None
+    if compiled._render_postcompile or compiled.post_compile_params:
+        return _list_plan(compiled)
+    if (
+        compiled.literal_execute_params
         or compiled.escaped_bind_names
         or getattr(compiled, "_collected_params", None)
     ):
@@ -143,7 +259,7 @@ def _plan(compiled: Any) -> _Plan | None:
     return _Plan(compiled.string, tuple(slots), by_key)
 
 
-def _compile(statement: Any, conn: AsyncConnection) -> tuple[Any, _Plan | None]:
+def _compile(statement: Any, conn: AsyncConnection) -> tuple[Any, _Plan | _ListPlan | None]:
     key = (id(statement), conn.dialect.name)
     cached = _compiled.get(key)
     if cached is None or cached[0] is not statement:  # an id is only unique while alive
@@ -189,16 +305,18 @@ async def execute(
     if isinstance(params, Sequence) and not isinstance(params, Mapping):
         if not params:
             return FastResult([], 0)
-        if plan is not None:
+        if isinstance(plan, _Plan):
             cursor = raw.executemany(plan.sql, [plan.values(p) for p in params])
             return FastResult([], cursor.rowcount)
         many = [_positional(compiled, p) for p in params]
         cursor = raw.executemany(many[0][0], [values for _, values in many])
         return FastResult([], cursor.rowcount)
-    if plan is not None:
-        sql, values = plan.sql, plan.values(params or {})
-    else:
-        sql, values = _positional(compiled, params or {})
+    rendered = None
+    if isinstance(plan, _Plan):
+        rendered = plan.sql, plan.values(params or {})
+    elif plan is not None:
+        rendered = plan.render(params or {})
+    sql, values = rendered if rendered is not None else _positional(compiled, params or {})
     cursor = raw.execute(sql, values)
     if cursor.description is None:
         return FastResult([], cursor.rowcount)

@@ -55,7 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.platform.db import fast_sql
-from nexus.platform.db.backend import backend_of, insert_ignore, upsert
+from nexus.platform.db.backend import backend_of, insert_ignore, ordered_join, upsert
 from nexus.platform.db.clock import db_now_ms, read_now_ms
 from nexus.platform.workqueue.keys import SEPARATOR, installation_of, org_of
 from nexus.platform.workqueue.tables import WorkTables
@@ -118,6 +118,19 @@ class Claimed:
     lane_key: str | None
     lane_seq: int | None
     target_key: str | None
+    passes: int = 0  # how many heads before it in its lane passed their executor on to it
+
+
+@dataclass(frozen=True)
+class PassOn:
+    """A holder that takes each finished head's next item straight away (`finish_passing_on`):
+    the follower is claimed under `token` in the completion's transaction, instead of being
+    promoted to `pending` for the next claim to find. Only a head with fewer than `below`
+    passes behind it passes on, so a deep lane gives its executor back now and then and the
+    poller's round-robin still decides who runs (0: nobody passes on)."""
+
+    token: str
+    below: int
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,7 @@ class _LaneHead:
     lane_key: str
     lane_seq: int
     parked: bool
+    passes: int | None = None  # its `Claimed.passes` when it may pass its executor on
 
 
 @dataclass(frozen=True)
@@ -165,6 +179,25 @@ def effective(claimed: Claimed, outcome: Outcome) -> Outcome:
     if outcome.state == PENDING and claimed.attempt >= claimed.max_attempts:
         return Outcome(DEAD, outcome.failure_class, outcome.error)
     return outcome
+
+
+def _claimed(row: Any, family: str, token: str, epoch: int, passes: int = 0) -> Claimed:
+    """A row read by a claim (id, target_key, queue_class, attempt, max_attempts, payload,
+    lane_key, lane_seq) as its holder sees it once claimed: the claim bumped its attempt."""
+    return Claimed(
+        id=row[0],
+        family=family,
+        queue_class=row[2],
+        token=token,
+        epoch=epoch,
+        attempt=int(row[3]) + 1,
+        max_attempts=int(row[4]),
+        payload=row[5],
+        lane_key=row[6],
+        lane_seq=None if row[7] is None else int(row[7]),
+        target_key=row[1],
+        passes=passes,
+    )
 
 
 #: The columns `enqueue` writes (the others start NULL): the insert's rows name each.
@@ -519,13 +552,23 @@ class WorkStore:
     @functools.cached_property
     def _claim_update(self) -> Any:
         """`claim`'s CAS: b_ids, b_family, b_epoch, b_token."""
+        return self._take_items(PENDING)
+
+    @functools.cached_property
+    def _pass_update(self) -> Any:
+        """`finish_passing_on`'s CAS on the followers: the claim's, from `waiting`."""
+        return self._take_items(WAITING)
+
+    def _take_items(self, state: str) -> Any:
+        """Items b_ids in `state` and due are this holder's under b_token (b_family still at
+        b_epoch and admitting this owner)."""
         items = self.t.items
         now = db_now_ms()
         return (
             update(items)
             .where(
                 items.c.id.in_(bindparam("b_ids", expanding=True)),
-                items.c.state == PENDING,
+                items.c.state == state,
                 items.c.run_after <= now,
                 self._epoch_holds(bindparam("b_family"), bindparam("b_epoch"), claiming=True),
             )
@@ -666,22 +709,45 @@ class WorkStore:
         )
 
     @functools.cached_property
-    def _promote_followers(self) -> Any:
-        """Lanes b_keys of family b_family: the item at each lane's head becomes `pending` if
-        it is `waiting`. One multi-table UPDATE (UPDATE ... FROM on SQLite) driven by the lane
-        rows' primary key, one probe of the source index per lane: a tuple IN over the items
-        read every follower of the lanes (SQLite) or the whole table (MariaDB)."""
+    def _lane_followers(self) -> Any:
+        """Lanes b_keys of family b_family: the `waiting` item at each lane's head (the
+        lanes have just advanced), with what a claim of it needs. The lane rows by primary
+        key drive the join, one probe of the source index each (`ordered_join`: SQLite
+        otherwise walks every item the lanes ever had, finished ones too; a tuple IN over
+        the items read the whole table on MariaDB)."""
         items, lanes = self.t.items, self.t.source_lanes
+        on = and_(
+            items.c.family == lanes.c.family,
+            items.c.lane_key == lanes.c.lane_key,
+            items.c.lane_seq == lanes.c.head_seq,
+        )
         return (
-            update(items)
+            select(
+                items.c.id,
+                items.c.target_key,
+                items.c.queue_class,
+                items.c.attempt,
+                items.c.max_attempts,
+                items.c.payload,
+                items.c.lane_key,
+                items.c.lane_seq,
+                (items.c.run_after <= db_now_ms()).label("due"),
+            )
+            .select_from(ordered_join(lanes, items, on))
             .where(
                 lanes.c.family == bindparam("b_family"),
                 lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
-                items.c.family == lanes.c.family,
-                items.c.lane_key == lanes.c.lane_key,
-                items.c.lane_seq == lanes.c.head_seq,
                 items.c.state == WAITING,
             )
+        )
+
+    @functools.cached_property
+    def _promote(self) -> Any:
+        """Waiting items b_ids become `pending` (a CAS on their state)."""
+        items = self.t.items
+        return (
+            update(items)
+            .where(items.c.id.in_(bindparam("b_ids", expanding=True)), items.c.state == WAITING)
             .values(state=PENDING)
         )
 
@@ -885,42 +951,31 @@ class WorkStore:
                     held.append((item_id, target_key))
                     continue
             blocked.setdefault(target_key, []).append(item_id)
-        parked = await self._park(conn, family, blocked)
-        if not ids:
-            return [], parked
-        claimed = await fast_sql.execute(
-            conn,
-            self._claim_update,
-            {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
-        )
-        winners = set(ids)
-        if claimed.rowcount != len(ids):  # someone else won some: the token says which
-            winners = {
-                r[0]
-                for r in await fast_sql.execute(
-                    conn, self._carrying, {"b_ids": ids, "b_token": token}
-                )
-            }
-        lost = [(i, k) for i, k in held if i not in winners]
-        taken.difference_update(k for _, k in lost)
-        await self._free_target_lanes(conn, family, token, lost)
-        return [
-            Claimed(
-                id=item_id,
-                family=family,
-                queue_class=row[2],
-                token=token,
-                epoch=epoch,
-                attempt=int(row[3]) + 1,  # read in this transaction, bumped by the claim
-                max_attempts=int(row[4]),
-                payload=row[5],
-                lane_key=row[6],
-                lane_seq=None if row[7] is None else int(row[7]),
-                target_key=row[1],
+        winners: set[str] = set()
+        if ids:
+            claimed = await fast_sql.execute(
+                conn,
+                self._claim_update,
+                {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
             )
+            winners = set(ids)
+            if claimed.rowcount != len(ids):  # someone else won some: the token says which
+                winners = {
+                    r[0]
+                    for r in await fast_sql.execute(
+                        conn, self._carrying, {"b_ids": ids, "b_token": token}
+                    )
+                }
+            lost = [(i, k) for i, k in held if i not in winners]
+            taken.difference_update(k for _, k in lost)
+            await self._free_target_lanes(conn, family, token, lost)
+        # parked after the CAS: behind a lane this claim took and then lost (the family
+        # moved, say) an item stays pending; parked behind it, nothing would wake it
+        parked = await self._park(conn, family, blocked)
+        return [
+            _claimed(candidates[item_id], family, token, epoch)
             for item_id in ids
             if item_id in winners
-            for row in (candidates[item_id],)
         ], parked
 
     async def _park(self, conn: AsyncConnection, family: str, blocked: dict[str, list[str]]) -> int:
@@ -997,6 +1052,23 @@ class WorkStore:
     ) -> set[str]:
         """Record outcomes for items held under one token; returns the ids that were not
         written because their lease was lost (nothing is recorded for those)."""
+        lost, _ = await self.finish_passing_on(conn, family, epoch, token, results, pass_on=None)
+        return lost
+
+    async def finish_passing_on(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        epoch: int,
+        token: str,
+        results: Sequence[tuple[Claimed, Outcome]],
+        *,
+        pass_on: PassOn | None,
+    ) -> tuple[set[str], list[Claimed]]:
+        """`finish`, and with `pass_on` the next item of each lane whose head finished is
+        claimed here (under `pass_on.token`, at `epoch`) when it is due, has no target lane
+        and is of its head's queue class: a laned item then costs its holder no promotion
+        and no claim of its own (ADR 0068). Returns the lost ids and the items claimed."""
         items = self.t.items
         now = db_now_ms()
         fenced = self._epoch_holds(family, epoch)
@@ -1058,16 +1130,25 @@ class WorkStore:
         await self._free_target_lanes(
             conn, family, token, [(c.id, c.target_key) for c, _ in finished if c.target_key]
         )
-        await self._move_lanes(
+        below = pass_on.below if pass_on is not None else 0
+        passed = await self._move_lanes(
             conn,
             family,
             [
-                _LaneHead(c.id, c.queue_class, c.lane_key, c.lane_seq or 0, o.state in PARKED)
+                _LaneHead(
+                    c.id,
+                    c.queue_class,
+                    c.lane_key,
+                    c.lane_seq or 0,
+                    o.state in PARKED,
+                    c.passes if c.passes < below else None,
+                )
                 for c, o in finished
                 if c.lane_key and o.state != PENDING
             ],
+            (pass_on.token, epoch) if pass_on is not None else None,
         )
-        return {c.id for c, _ in results} - written
+        return {c.id for c, _ in results} - written, passed
 
     async def _written(
         self, conn: AsyncConnection, ids: list[str], token: str, state: str
@@ -1124,38 +1205,113 @@ class WorkStore:
         )
 
     async def _move_lanes(
-        self, conn: AsyncConnection, family: str, heads: Sequence[_LaneHead]
-    ) -> None:
+        self,
+        conn: AsyncConnection,
+        family: str,
+        heads: Sequence[_LaneHead],
+        holder: tuple[str, int] | None = None,
+    ) -> list[Claimed]:
         """Source lanes past their finished heads: a succeeded (or cancelled) head advances its
-        lane and the next item (if enqueued yet) becomes `pending`; a dead or unknown one
-        halts it unless the queue skips."""
+        lane and the next item (if enqueued yet) becomes `pending`, or is claimed by `holder`
+        (token, epoch) when its head may pass on; a dead or unknown head halts its lane unless
+        the queue skips. Returns the items claimed."""
         if not heads:
-            return
+            return []
         parked = {h.queue_class for h in heads if h.parked}  # only they ask for the policy
         skipping = await self._lane_policies(conn, family, parked) if parked else {}
-        advance: list[tuple[str, int]] = []
+        advance: list[_LaneHead] = []
         halt = []
         for head in heads:
             if head.parked and not skipping.get(head.queue_class, False):
                 halt.append({"b_family": family, "b_key": head.lane_key, "b_id": head.id})
             else:
-                advance.append((head.lane_key, head.lane_seq))
-        await self.advance_lanes(conn, family, advance)
+                advance.append(head)
+        passed = await self._advance(conn, family, advance, holder)
         if halt:
             await fast_sql.execute(conn, self._halt_lanes, halt)
+        return passed
 
     async def advance_lanes(
         self, conn: AsyncConnection, family: str, heads: Sequence[tuple[str, int]]
     ) -> None:
         """Lanes past their heads ((lane key, the head's sequence) pairs: CAS on `head_seq`,
         un-halting them), and each lane's next item, if enqueued yet, `pending`."""
-        for step in _one_per_lane(list(heads)):
+        finished = [_LaneHead("", "", key, seq, parked=False) for key, seq in heads]
+        await self._advance(conn, family, finished, None)
+
+    async def _advance(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        heads: Sequence[_LaneHead],
+        holder: tuple[str, int] | None,
+    ) -> list[Claimed]:
+        """`advance_lanes` for finished heads, the next items claimed by `holder` where the
+        heads may pass on (`_move_lanes`)."""
+        by_lane = {h.lane_key: h for h in heads}
+        passed: list[Claimed] = []
+        for step in _one_per_lane([(h.lane_key, h.lane_seq) for h in heads]):
             keys = [k for k, _ in step]
             params = {"b_family": family, "b_keys": keys, "b_heads": step}
             await fast_sql.execute(conn, self._advance_lanes, params)
-            await fast_sql.execute(
-                conn, self._promote_followers, {"b_family": family, "b_keys": keys}
-            )
+            followers = (
+                await fast_sql.execute(
+                    conn, self._lane_followers, {"b_family": family, "b_keys": keys}
+                )
+            ).rows
+            if not followers:
+                continue
+            taken: set[str] = set()
+            if holder is not None:
+                takers = [  # (row, the passes behind it)
+                    (row, head.passes + 1)
+                    for row in followers
+                    for head in (by_lane[row[6]],)
+                    if head.passes is not None
+                    and row[1] is None  # no target lane to take
+                    and row[8]  # due
+                    and row[2] == head.queue_class
+                ]
+                won = await self._take_followers(conn, family, takers, *holder)
+                passed += won
+                taken = {c.id for c in won}
+            rest = [row[0] for row in followers if row[0] not in taken]
+            if rest:
+                await fast_sql.execute(conn, self._promote, {"b_ids": rest})
+        return passed
+
+    async def _take_followers(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        takers: list[tuple[Any, int]],
+        token: str,
+        epoch: int,
+    ) -> list[Claimed]:
+        """Claim waiting followers under `token` at `epoch`: the claim's CAS from
+        `waiting`; the winners are the rows carrying the token (the family may have moved
+        to another owner or epoch: then none win and they are promoted instead)."""
+        if not takers:
+            return []
+        ids = [row[0] for row, _ in takers]
+        taken = await fast_sql.execute(
+            conn,
+            self._pass_update,
+            {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
+        )
+        winners = set(ids)
+        if taken.rowcount != len(ids):
+            winners = {
+                r[0]
+                for r in await fast_sql.execute(
+                    conn, self._carrying, {"b_ids": ids, "b_token": token}
+                )
+            }
+        return [
+            _claimed(row, family, token, epoch, passes)
+            for row, passes in takers
+            if row[0] in winners
+        ]
 
     async def _lane_policies(
         self, conn: AsyncConnection, family: str, classes: set[str]

@@ -9,7 +9,10 @@
     executors  run the handler (at most `concurrency` at once); the outcome goes to the
                completer, never straight to the database
     completer  writes outcomes in micro-batches (every few ms or N results), one statement
-               per (token, outcome state); a lost lease is dropped, never recorded. On SQLite
+               per (token, outcome state); a lost lease is dropped, never recorded. A lane
+               head's executor passes on to the lane's next item: the write that advances the
+               lane claims it too (`store.finish_passing_on`, up to `lane_passes` in a row),
+               and it starts once that write has committed. On SQLite
                the poller carries the outcomes in its claim transaction instead (writers take
                turns there anyway: one transaction, not two); a server database writes them
                on the completer's own connection, alongside the claims
@@ -54,8 +57,10 @@ from nexus.platform.workqueue.store import (
     UNKNOWN,
     Claimed,
     Outcome,
+    PassOn,
     WorkStore,
     effective,
+    new_token,
 )
 
 log = get_logger(__name__)
@@ -110,6 +115,9 @@ class WorkerSettings:
     claim_latency_target_ms: float = 250.0
     queue_refresh_ms: int = 1_000
     drain_timeout_s: float = 10.0
+    # a finished lane head's executor takes the lane's next item (claimed in the outcome's
+    # write) this many times in a row, then gives it back to the round-robin (0: never)
+    lane_passes: int = 16
 
 
 @dataclass
@@ -124,6 +132,7 @@ class WorkerStats:
     reclaimed: int = 0
     conflicts: int = 0  # claim or outcome writes rolled back by a deadlock / certification loss
     claims: int = 0
+    passed: int = 0  # of `claimed`: taken over from their lane's head (`lane_passes`)
     claim_latency_ms: float = 0.0  # EWMA
     claim_seconds: float = 0.0  # total time in claim transactions (with `claims`: a summary)
     batch: int = 0
@@ -156,6 +165,7 @@ class Along:
     done: list[tuple[Claimed, Outcome]] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
     claimed: list[Claimed] = field(default_factory=list)
+    passed: list[Claimed] = field(default_factory=list)  # on by `done`'s lane heads
     short: bool = False  # a queue may have claimable work left: the poller looks
 
 
@@ -245,6 +255,8 @@ class Worker:
             finally:
                 await side.cancel(heartbeat)
                 await side.guard(self._results.join())  # outcomes are written, or it died
+                if self._live:  # passed on by a write that committed after the drain
+                    await self._drain()
 
     async def _drain(self) -> None:
         running = [live.task for live in self._live.values() if live.task and not live.task.done()]
@@ -357,7 +369,7 @@ class Worker:
             started = time.perf_counter()
             try:  # finished outcomes ride along in the claim transaction
                 async with self.engine.begin() as conn:
-                    lost = await self._write_outcomes(conn, done) if done else set()
+                    lost, passed = await self._write_outcomes(conn, done)
                     got = await self.store.claim(
                         conn, family, queue_class, self._queues.epochs[family], ask
                     )
@@ -368,17 +380,14 @@ class Worker:
             # behind other processes (that wait shrank batches until claims were tiny)
             self._admit((time.perf_counter() - started) * 1000 - self.store.turn_wait_ms)
             if done:
-                self._settle(done, lost)
+                self._settle(done, lost, passed)
             if got:
                 self._empty.discard(key)
             else:
                 self._idle[key] = time.monotonic()
                 self._empty.add(key)
             self._deficit[key] = 0 if len(got) < ask else deficit - len(got)
-            for claimed in got:
-                live = self._live[claimed.id] = _Live(claimed)
-                live.task = asyncio.create_task(self._execute(claimed))
-            self.stats.claimed += len(got)
+            self._start(got)
             free -= len(got)
             total += len(got)
         return total
@@ -422,8 +431,10 @@ class Worker:
             along.short = True
             return along
         along.done = self._take_results(self.settings.flush_max) if self._ride_along else []
-        if along.done:
-            along.lost = await self._write_outcomes(conn, along.done)
+        along.lost, passed = await self._write_outcomes(conn, along.done)
+        for claimed in passed:  # their slots are held; they start after the commit
+            self._live[claimed.id] = _Live(claimed, finishing=True)
+        along.passed = passed
         free = self.settings.concurrency - len(self._live)
         for family, queue_class in sorted(set(queues)):
             epoch = self._queues.epochs.get(family)
@@ -448,13 +459,13 @@ class Worker:
         write, the slots are free). Either way the poller looks when work may be left."""
         if not committed:
             self._give_back(along.done)
-            for claimed in along.claimed:
+            for claimed in [*along.claimed, *along.passed]:
                 self._live.pop(claimed.id, None)
             self._slots.set()
             self.wake()
             return
         if along.done:
-            self._settle(along.done, along.lost)
+            self._settle(along.done, along.lost, along.passed)
         for claimed in along.claimed:
             live = self._live.get(claimed.id)
             if live is None or self._stopping.is_set():
@@ -584,7 +595,7 @@ class Worker:
             while True:
                 try:
                     async with self.engine.begin() as conn:
-                        lost = await self._write_outcomes(conn, batch)
+                        lost, passed = await self._write_outcomes(conn, batch)
                     break
                 except Exception as exc:  # noqa: BLE001 - keep the outcomes; leases are renewed
                     unless_cancelled()
@@ -595,7 +606,7 @@ class Worker:
                     log.warning("work.flush_failed", error=type(exc).__name__, items=len(batch))
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
-            self._settle(batch, lost)
+            self._settle(batch, lost, passed)
 
     def _take_results(self, limit: int) -> list[tuple[Claimed, Outcome]]:
         batch: list[tuple[Claimed, Outcome]] = []
@@ -619,19 +630,55 @@ class Worker:
 
     async def _write_outcomes(
         self, conn: AsyncConnection, batch: list[tuple[Claimed, Outcome]]
-    ) -> set[str]:
+    ) -> tuple[set[str], list[Claimed]]:
+        """Write `batch`'s outcomes; returns the lost ids and the lanes' next items the
+        finished heads passed on to this worker (none while it drains): they hold executor
+        slots from now and start once the caller's transaction has committed."""
         groups: dict[tuple[str, int, str], list[tuple[Claimed, Outcome]]] = {}
         for claimed, outcome in batch:
             groups.setdefault((claimed.family, claimed.epoch, claimed.token), []).append(
                 (claimed, outcome)
             )
+        pass_on = PassOn(new_token(), 0 if self._stopping.is_set() else self.settings.lane_passes)
         lost: set[str] = set()
+        passed: list[Claimed] = []
         for (family, epoch, token), results in groups.items():
-            lost |= await self.store.finish(conn, family, epoch, token, results)
-        return lost
+            gone, taken = await self.store.finish_passing_on(
+                conn, family, epoch, token, results, pass_on=pass_on
+            )
+            lost |= gone
+            passed += taken
+        return lost, passed
 
-    def _settle(self, batch: list[tuple[Claimed, Outcome]], lost: set[str]) -> None:
-        """After the commit: count, free the executor slots."""
+    def _start(self, claimed: Sequence[Claimed]) -> None:
+        """Claimed items (their claim committed) run on executors of their own."""
+        for item in claimed:
+            live = self._live[item.id] = _Live(item)
+            live.task = asyncio.create_task(self._execute(item))
+        self.stats.claimed += len(claimed)
+
+    def _take_over(self, passed: Sequence[Claimed]) -> None:
+        """Items the finished heads passed on (committed): they start now, in the slots
+        their heads left; while the worker drains they wait for its release instead."""
+        if not passed:
+            return
+        self.stats.passed += len(passed)
+        if not self._stopping.is_set():
+            self._start(passed)
+            return
+        for item in passed:
+            self._live[item.id] = _Live(item)
+        self.stats.claimed += len(passed)
+
+    def _settle(
+        self,
+        batch: list[tuple[Claimed, Outcome]],
+        lost: set[str],
+        passed: Sequence[Claimed] = (),
+    ) -> None:
+        """After the commit: count, free the executor slots, start what the heads passed
+        on (`_take_over`)."""
+        lanes = {(c.family, c.lane_key) for c in passed}
         for claimed, outcome in batch:
             self._live.pop(claimed.id, None)
             self._results.task_done()
@@ -639,14 +686,17 @@ class Worker:
                 self.stats.lost += 1
                 continue
             self._count(claimed, outcome)
-            self._moved(claimed)
+            if claimed.target_key is not None or (claimed.family, claimed.lane_key) not in lanes:
+                self._moved(claimed)
         if lost:
             log.warning("work.lease_lost_at_completion", items=len(lost))
+        self._take_over(passed)
         self._slots.set()
 
     def _moved(self, claimed: Claimed) -> None:
-        """A lane item's outcome is committed: the next item of its source lane, or of its
-        target lane, may be claimable now, and this poller is the first to know."""
+        """A lane item's outcome is committed: the next item of its source lane (unless it
+        was passed on to this worker), or of its target lane, may be claimable now, and this
+        poller is the first to know."""
         if claimed.lane_key is not None or claimed.target_key is not None:
             key = (claimed.family, claimed.queue_class)
             self._idle.pop(key, None)  # no rest for its queue, and no look before the claim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import pytest_asyncio
@@ -24,6 +24,7 @@ from nexus.platform.workqueue.store import (
     WAITING,
     Claimed,
     NewItem,
+    PassOn,
     QueuePolicy,
     WorkStore,
 )
@@ -271,6 +272,86 @@ async def test_a_source_lane_runs_in_order_and_a_dead_head_halts_it(queue: Queue
             )
         ).scalar_one()
     assert halted_by == ids[8]
+
+
+async def test_a_finished_head_passes_its_executor_on_to_its_lanes_next_item(
+    queue: Queue,
+) -> None:
+    """ADR 0068: the completion claims the lane's next item for its holder (processing under
+    a fresh token, attempt 1); a follower with a target lane, one not due yet, or one of
+    another class is promoted to `pending` instead, and a head that already passed on
+    `below` times gives its executor back."""
+    family = queue.family()
+    ids = await queue.enqueue(
+        [NewItem(family, "default", str(i), lane_key=f"lane-{i % 4}") for i in range(8)]
+    )
+    ids += await queue.enqueue(
+        [NewItem(family, "default", "t", lane_key="lane-0", target_key="hot")]
+    )
+    store = queue.store()
+    async with queue.engine.begin() as conn:
+        epoch = (await store.admitted_families(conn))[family]
+        heads = await store.claim(conn, family, "default", epoch, 10)
+    assert sorted(c.payload for c in heads) == ["0", "1", "2", "3"]
+    by_payload = {c.payload: c for c in heads}
+    tired = replace(by_payload["3"], passes=4)  # passed on 4 times already: gives back
+    results = [(by_payload[p], SUCCESS) for p in "012"] + [(tired, SUCCESS)]
+    async with queue.engine.begin() as conn:
+        lost, passed = await store.finish_passing_on(
+            conn, family, epoch, heads[0].token, results, pass_on=PassOn("next", below=4)
+        )
+    assert lost == set()
+    assert sorted(c.payload for c in passed) == ["4", "5", "6"]
+    assert {(c.token, c.attempt, c.passes) for c in passed} == {("next", 1, 1)}
+    rows = await queue.rows(family)
+    assert rows[ids[7]]["state"] == PENDING  # lane-3: its head had passed on enough
+    assert all(rows[c.id]["state"] == PROCESSING for c in passed)
+    assert all(rows[c.id]["lease_token"] == "next" for c in passed)
+    # lane-0's next is on a target lane: promoted for a claim to take that lane
+    four = next(c for c in passed if c.payload == "4")
+    async with queue.engine.begin() as conn:
+        _, passed = await store.finish_passing_on(
+            conn, family, epoch, "next", [(four, SUCCESS)], pass_on=PassOn("again", below=4)
+        )
+    assert passed == []
+    assert (await queue.rows(family))[ids[8]]["state"] == PENDING
+
+
+async def test_a_lane_run_by_passing_on_keeps_its_order_and_the_worker_its_slots(
+    queue: Queue,
+) -> None:
+    """A Worker on deep lanes: most items are passed on rather than claimed, each lane runs
+    in order one at a time, and a retrying item still blocks its lane (it is not passed)."""
+    family = queue.family()
+    await queue.enqueue(  # an owner of its own: no other test's leftovers in its claims
+        [NewItem(family, "default", f"{i % 3}:{i // 3}", lane_key=f"l{i % 3}") for i in range(60)],
+        owner="passer",
+    )
+    order: dict[str, list[int]] = {}
+    running: set[str] = set()
+    overlap: list[str] = []
+
+    async def handler(item: Claimed) -> None:
+        lane, seq = item.payload.split(":")
+        if lane in running:
+            overlap.append(lane)
+        running.add(lane)
+        await asyncio.sleep(0.001)
+        running.discard(lane)
+        if seq == "5" and item.attempt == 1:
+            raise Retryable("again", delay_ms=0)
+        order.setdefault(lane, []).append(int(seq))
+
+    async def settled() -> bool:
+        return all(r["state"] == SUCCEEDED for r in (await queue.rows(family)).values())
+
+    settings = fast(concurrency=8, lane_passes=4)
+    worker = Worker(queue.engine, queue.store("passer"), handler, settings)
+    await run_until(worker, settled)
+    assert overlap == []
+    assert order == {lane: list(range(20)) for lane in ("0", "1", "2")}
+    assert worker.stats.passed >= 30  # of 60 items on 3 lanes, 4 passes per claim at most
+    assert worker.stats.claimed == 63  # the retries were claimed again
 
 
 async def test_heads_finished_together_advance_each_lane_once_in_one_statement(
