@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/end_to_end.py [--backend sqlite|mariadb] [--rate 500]
                                          [--seconds 20] [--env NEXUS_X=Y ...]
+                                         [--integrations N]
 
 A real stack (`nexus up` on free ports, every role its own process, log level warning; on
 MariaDB a throwaway `mariadbd`), set up as a user does: a Contact object with a number field,
@@ -20,6 +21,12 @@ When every record is there, the databases are read directly:
 * stages, from the same rows: sent -> receipt stored (Integration's `received_at_ms`),
   receipt -> command accepted by Runtime (inbox `created_at`), accepted -> applied.
 Checks sent == acked (2xx) == records. Prints one JSON document.
+
+`--integrations N` (issue 24): N integration processes, `nexus up`'s own and N-1 more started
+as an operator adds one (`nexus serve --role=integration`, loops on, same databases), and the
+load split evenly between their own ports (`/hooks/...`), as a load balancer in front of them
+would: N generator processes at rate/N each. `--integrations 1` is the same traffic to the one
+process's port, the baseline of the comparison (no gateway hop in either).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.ingest import SECRET, generate  # the open-loop generator, reused
-from nexus.contracts.roles import LogicalService
+from nexus.contracts.roles import ROLE_PORT_OFFSET, LogicalService, Role
 from tests.e2e.test_stack import free_port_base
 
 NEXUS = [sys.executable, "-m", "nexus"]
@@ -193,6 +200,71 @@ async def read_rows(urls: dict[str, str]) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def start_integrations(env: dict[str, str], base: int, count: int, work: Path) -> list[Any]:
+    """`count` more integration processes (`nexus serve --role=integration`), each on its
+    own port above the stack's, ready (`/readyz`) when this returns."""
+    import httpx
+
+    extra = []
+    for n in range(count):
+        port = base + 10 + n
+        log = (work / f"integration-{n + 2}.log").open("w")
+        extra.append(
+            (
+                port,
+                subprocess.Popen(
+                    [*NEXUS, "serve", "--role=integration", f"--port={port}", "--loops=all"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                ),
+            )
+        )
+    deadline = time.monotonic() + 60
+    for port, process in extra:
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"integration on :{port} did not start; see {work}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    return extra
+
+
+def send(urls: list[str], rate: int, seconds: int) -> dict[str, Any]:
+    """The load split evenly over `urls`, one generator process each; their reports summed
+    (ack latency percentiles: the worst generator's)."""
+    tags = [f"p{n}" for n in range(len(urls))] if len(urls) > 1 else [""]
+    generators = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--generate", url, str(rate / len(urls)), str(seconds)]
+            + ([tag] if tag else []),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for url, tag in zip(urls, tags, strict=True)
+    ]
+    reports = [json.loads(g.communicate()[0]) for g in generators]
+    if any(g.returncode for g in generators):
+        raise RuntimeError("a generator failed")
+    statuses: dict[str, int] = {}
+    for report in reports:
+        for code, n in report["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    return {
+        "sent": sum(r["sent"] for r in reports),
+        "ok": sum(r["ok"] for r in reports),
+        "statuses": statuses,
+        "generator_cpu_s": round(sum(r["generator_cpu_s"] for r in reports), 2),
+        **{k: max(r[k] for r in reports) for k in ("p50_ms", "p99_ms", "max_ms")},
+    }
+
+
 def wait_for_records(urls: dict[str, str], expected: int, timeout: float) -> float:
     """Seconds until `expected` records exist (or the timeout)."""
     from sqlalchemy import text
@@ -226,6 +298,7 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
     )
     env.update(dict(kv.split("=", 1) for kv in args.env))
     log = (work / "up.log").open("w")
+    extra: list[Any] = []
     up = subprocess.Popen(
         [*NEXUS, "up"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True
     )
@@ -244,7 +317,12 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
         nexus(env, "hooks", "set-secret", "bench-signed", stdin=SECRET + "\n")
         nexus(env, "integration", "apply-routes", str(work / "routes.yaml"))
         url = f"http://127.0.0.1:{base}/webhooks/bench/signed"  # the gateway's path
-        pids = descendants(up.pid)
+        targets = [url]
+        if args.integrations:
+            extra = start_integrations(env, base, args.integrations - 1, work)
+            ports = [base + ROLE_PORT_OFFSET[Role.INTEGRATION]] + [port for port, _ in extra]
+            targets = [f"http://127.0.0.1:{port}/hooks/bench/signed" for port in ports]
+        pids = descendants(up.pid) + [process.pid for _, process in extra]
         warm = subprocess.run(  # imports, pools, route cache, schema cache: not measured
             [sys.executable, __file__, "--generate", url, "50", "1", "warm"],
             check=True,
@@ -256,17 +334,17 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
         wait_for_records(urls, 50, 60)
         cpu_before, load_before = cpu_seconds(pids), os.getloadavg()
         started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, __file__, "--generate", url, str(args.rate), str(args.seconds)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        sent = json.loads(done.stdout)
+        sent = send(targets, args.rate, args.seconds)
         drained_after = wait_for_records(urls, 50 + sent["ok"], 120)
         wall = time.monotonic() - started
         cpu_after, load_after = cpu_seconds(pids), os.getloadavg()
     finally:
+        for _, process in extra:
+            process.terminate()
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
         up.terminate()
         try:
             up.wait(timeout=40)
@@ -315,6 +393,7 @@ def run(urls: dict[str, str], args: argparse.Namespace, work: Path) -> dict[str,
         "seconds": args.seconds,
         "records_per_s": round(len(records) / (args.seconds + max(0.0, drained_after)), 1),
         "drain_after_send_s": round(drained_after, 1),
+        "integration_processes": max(1, args.integrations),
         "cpu_s_by_process": {
             k: round(cpu_after.get(k, 0) - v, 1) for k, v in sorted(cpu_before.items())
         },
@@ -347,6 +426,12 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=500)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--env", action="append", default=[], help="NEXUS_X=Y for the stack")
+    parser.add_argument(
+        "--integrations",
+        type=int,
+        default=0,
+        help="N integration processes, the load split between their ports (0: via the gateway)",
+    )
     args = parser.parse_args()
     uptime = subprocess.run(["uptime"], check=False, capture_output=True, text=True).stdout.strip()
     out: dict[str, Any] = {
