@@ -2,9 +2,15 @@
 """Work engine burn-down: N pre-inserted no-op items claimed and completed by 1, 2 and 4
 worker processes (real `Worker`s: batch CAS claims, micro-batched fenced completions).
 
-    .venv/bin/python bench/workqueue.py [--items 100000] [--procs 1 2 4] [--backend sqlite|mariadb]
+    .venv/bin/python bench/workqueue.py [--items 100000] [--procs 1 2 4]
+        [--backend sqlite|mariadb|galera]
         [--lanes]   # 20% of items on 1,000 source lanes, half of those also on 10 target lanes
         [--blocked 1000 100000]  # lane-heavy: every item on a lane, 10% of the lanes blocked
+
+`--backend galera` (issue 24): a throwaway 3-node MariaDB Galera cluster on loopback ports
+(tests/support/galera.py, as `make test-galera`), worker process n on node n % 3, so
+`--procs 1 3` compares one node's writer with a writer on every node (certification
+conflicts at COMMIT are the engine's lost CAS, claimed again).
 
 Each run seeds a fresh queue, starts the processes, and times from the moment every process
 is ready until the database says no item is pending or processing. Checks afterwards that
@@ -92,7 +98,7 @@ async def seed(url: str, items: int, lanes: bool, blocked: int | None = None) ->
         for start in range(0, len(layout), 5000):
             async with engine.begin() as conn:
                 await store.enqueue(conn, layout[start : start + 5000])
-        await engine.dispose()
+        await settle(engine)
         return
     for start in range(0, items, 5000):
         batch = []
@@ -111,6 +117,18 @@ async def seed(url: str, items: int, lanes: bool, blocked: int | None = None) ->
             )
         async with engine.begin() as conn:
             await store.enqueue(conn, batch)
+    await settle(engine)
+
+
+async def settle(engine: Any) -> None:
+    """Every run starts from a quiet database: the seed's writes checkpointed out of the WAL
+    (SQLite: else the run's checkpoints copy them, inside the timed window), InnoDB's purge of
+    the last run's history done (MariaDB: `innodb_max_purge_lag_wait=0` waits for it)."""
+    async with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            await conn.exec_driver_sql("SET GLOBAL innodb_max_purge_lag_wait=0")
     await engine.dispose()
 
 
@@ -200,14 +218,17 @@ def busy_cores() -> tuple[float, float]:
 
 
 def run(
-    url: str,
+    urls: list[str],
     items: int,
     procs: int,
     lanes: bool,
-    server_pid: int | None,
+    server_pids: list[int],
     *,
     blocked: int | None = None,
 ) -> dict[str, Any]:
+    """One burn-down; worker process n works through `urls[n % len(urls)]` (a cluster's
+    nodes), the seed and the watch through the first."""
+    url = urls[0]
     asyncio.run(seed(url, items, lanes, blocked))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-wq-"))
     go = folder / "go"
@@ -218,7 +239,14 @@ def run(
             (
                 ready,
                 subprocess.Popen(
-                    [sys.executable, __file__, "--worker", url, str(ready), str(go)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        urls[n % len(urls)],
+                        str(ready),
+                        str(go),
+                    ],
                     stdout=subprocess.PIPE,
                     text=True,
                 ),
@@ -227,7 +255,7 @@ def run(
     while not all(r.exists() for r, _ in workers):
         time.sleep(0.01)
     load_before = os.getloadavg()[0]
-    db_cpu = cpu_seconds(server_pid) if server_pid else 0.0
+    db_cpu = sum(cpu_seconds(pid) for pid in server_pids)
     machine = busy_cores()
     started = time.perf_counter()
     go.touch()
@@ -264,7 +292,7 @@ def run(
 
     elapsed = asyncio.run(watch())
     busy, total = (a - b for a, b in zip(busy_cores(), machine, strict=True))
-    db_cpu = cpu_seconds(server_pid) - db_cpu if server_pid else 0.0
+    db_cpu = sum(cpu_seconds(pid) for pid in server_pids) - db_cpu
     (folder / "stop").touch()
     reports = [
         json.loads(p.communicate(timeout=60)[0].strip().splitlines()[-1]) for _, p in workers
@@ -297,11 +325,31 @@ def run(
     }
 
 
+def databases(backend: str, *, durable: bool) -> tuple[list[Any], list[str]]:
+    """The servers started for `backend` (none for SQLite) and the bench database's URLs
+    (one per Galera node)."""
+    if backend == "sqlite":
+        folder = tempfile.mkdtemp(prefix="nexus-bench-wq-db-")
+        return [], [f"sqlite+aiosqlite:///{folder}/work.sqlite3"]
+    from tests.support.mariadb import find_server_binary, start_mariadb
+
+    binary = find_server_binary()
+    if binary is None:
+        raise SystemExit("mariadbd not found")
+    if backend == "galera":
+        from tests.support.galera import start_galera
+
+        cluster = start_galera(binary)
+        return list(cluster.nodes), cluster.create_database("bench_work")
+    server = start_mariadb(binary, durable=durable)
+    return [server], [server.create_database("bench_work")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--backend", choices=["sqlite", "mariadb"], default="sqlite")
+    parser.add_argument("--backend", choices=["sqlite", "mariadb", "galera"], default="sqlite")
     parser.add_argument("--lanes", action="store_true")
     parser.add_argument("--blocked", type=int, nargs="+", help="lane-heavy runs, N blocked each")
     parser.add_argument(
@@ -324,6 +372,8 @@ def main() -> None:
         return
     if args.durable:
         os.environ["BENCH_SQLITE_SYNCHRONOUS"] = "FULL"  # the worker processes inherit it
+    if args.durable and args.backend == "galera":
+        raise SystemExit("--durable: sqlite or mariadb")
     out: dict[str, Any] = {
         "machine": f"{os.uname().nodename} {os.cpu_count()} cpu, {sys.version.split()[0]}",
         "backend": args.backend,
@@ -334,34 +384,24 @@ def main() -> None:
         ),
         "runs": [],
     }
-    server = None
-    if args.backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{tempfile.mkdtemp(prefix='nexus-bench-wq-db-')}/work.sqlite3"
-    else:
-        from tests.support.mariadb import find_server_binary, start_mariadb
-
-        binary = find_server_binary()
-        if binary is None:
-            raise SystemExit("mariadbd not found")
-        server = start_mariadb(binary, durable=args.durable)
-        url = server.create_database("bench_work")
-    pid = server.process.pid if server is not None else None
+    servers, urls = databases(args.backend, durable=args.durable)
+    pids = [server.process.pid for server in servers]
     try:
         if args.blocked:
             procs = args.procs[0]
-            free = run(url, args.items, procs, False, pid)
+            free = run(urls, args.items, procs, False, pids)
             out["runs"].append(free)
             print(json.dumps(free), file=sys.stderr)
             for blocked in args.blocked:
-                heavy = run(url, args.items, procs, False, pid, blocked=blocked)
+                heavy = run(urls, args.items, procs, False, pids, blocked=blocked)
                 heavy["share_of_lane_free"] = round(heavy["items_per_s"] / free["items_per_s"], 2)
                 out["runs"].append(heavy)
                 print(json.dumps(heavy), file=sys.stderr)
         for procs in [] if args.blocked else args.procs:
-            out["runs"].append(run(url, args.items, procs, args.lanes, pid))
+            out["runs"].append(run(urls, args.items, procs, args.lanes, pids))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:
-        if server is not None:
+        for server in reversed(servers):
             server.stop()
     if args.peers:
         out["peers"] = peers()

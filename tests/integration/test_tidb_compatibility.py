@@ -127,8 +127,8 @@ DIFFERENCES = (
     ),
     rule(
         "MariaDB-only session variables",
-        r"\bidle_write_transaction_timeout\s*=",
-        r"SET SESSION idle_write_transaction_timeout",
+        r"\b(idle_write_transaction_timeout|in_predicate_conversion_threshold)\s*=",
+        r"SET SESSION (idle_write_transaction_timeout|in_predicate_conversion_threshold)",
         "an unknown variable: an error",
         "nexus/platform/db/engine.py",
     ),
@@ -146,6 +146,7 @@ SUPPORTED = (
     ("FOREIGN KEY (enforced since TiDB 6.6)", r"\bFOREIGN\s+KEY\b"),
     ("binary collation utf8mb4_bin", r"\butf8mb4_bin\b"),
     ("UNHEX / UNIX_TIMESTAMP / NOW(3)", r"\bUNHEX\s*\(|\bUNIX_TIMESTAMP\s*\(|\bNOW\s*\(\s*3\s*\)"),
+    ("STRAIGHT_JOIN (the lane followers' read)", r"\bSTRAIGHT_JOIN\b"),
 )
 
 
@@ -306,4 +307,6 @@ async def test_the_guarded_features_take_tidbs_path() -> None:
     migration = (ROOT / "nexus/migrations/runtime/versions/runtime_0005_search.py").read_text()
     assert 'if "tidb" not in version.lower():' in migration
     engine_source = (ROOT / "nexus/platform/db/engine.py").read_text()
-    assert 'if "mariadb" in str(cursor.fetchone()[0]).lower():' in engine_source
+    assert 'if "mariadb" not in str(cursor.fetchone()[0]).lower():\n                return' in (
+        engine_source
+    )

@@ -71,22 +71,30 @@ def create_engine(
             "charset": "utf8mb4",
         },
     )
-    if idle_write_transaction_timeout_seconds:
-        _bound_idle_write_transactions(engine.sync_engine, idle_write_transaction_timeout_seconds)
+    _mariadb_session(engine.sync_engine, idle_write_transaction_timeout_seconds)
     return engine
 
 
-def _bound_idle_write_transactions(engine: Engine, seconds: int) -> None:
-    """On MariaDB, each new connection gets `idle_write_transaction_timeout` (MySQL and TiDB
-    have no such variable under that name: left alone there)."""
+def _mariadb_session(engine: Engine, idle_write_seconds: int | None) -> None:
+    """On MariaDB, each new connection keeps its IN lists as lists
+    (`in_predicate_conversion_threshold = 0`: MariaDB rewrites a list of 1,000 values or more
+    into a join with a derived table, and for the work engine's lane join, driven by the lane
+    rows, it then read every lane and every item of the family: a completion of 1,000 lane
+    heads took seconds instead of milliseconds), and gets `idle_write_transaction_timeout`
+    when asked for. MySQL and TiDB have neither variable: left alone there."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute("SELECT VERSION()")
-            if "mariadb" in str(cursor.fetchone()[0]).lower():
-                cursor.execute(f"SET SESSION idle_write_transaction_timeout = {int(seconds)}")
+            if "mariadb" not in str(cursor.fetchone()[0]).lower():
+                return
+            cursor.execute("SET SESSION in_predicate_conversion_threshold = 0")
+            if idle_write_seconds:
+                cursor.execute(
+                    f"SET SESSION idle_write_transaction_timeout = {int(idle_write_seconds)}"
+                )
         finally:
             cursor.close()
 
