@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -124,11 +126,13 @@ async def settle(engine: Any) -> None:
     """Every run starts from a quiet database: the seed's writes checkpointed out of the WAL
     (SQLite: else the run's checkpoints copy them, inside the timed window), InnoDB's purge of
     the last run's history done (MariaDB: `innodb_max_purge_lag_wait=0` waits for it)."""
+    if engine.dialect.name == "sqlite":  # outside any transaction: the driver's own connection
+        await engine.dispose()
+        with contextlib.closing(sqlite3.connect(str(engine.url.database))) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return
     async with engine.connect() as conn:
-        if conn.dialect.name == "sqlite":
-            await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            await conn.exec_driver_sql("SET GLOBAL innodb_max_purge_lag_wait=0")
+        await conn.exec_driver_sql("SET GLOBAL innodb_max_purge_lag_wait=0")
     await engine.dispose()
 
 

@@ -146,7 +146,10 @@ SUPPORTED = (
     ("FOREIGN KEY (enforced since TiDB 6.6)", r"\bFOREIGN\s+KEY\b"),
     ("binary collation utf8mb4_bin", r"\butf8mb4_bin\b"),
     ("UNHEX / UNIX_TIMESTAMP / NOW(3)", r"\bUNHEX\s*\(|\bUNIX_TIMESTAMP\s*\(|\bNOW\s*\(\s*3\s*\)"),
-    ("STRAIGHT_JOIN (the lane followers' read)", r"\bSTRAIGHT_JOIN\b"),
+    (
+        "STRAIGHT_JOIN, FORCE INDEX (the lane followers' read)",
+        r"\bSTRAIGHT_JOIN\b.*\bFORCE INDEX\b",
+    ),
 )
 
 

@@ -712,9 +712,9 @@ class WorkStore:
     def _lane_followers(self) -> Any:
         """Lanes b_keys of family b_family: the `waiting` item at each lane's head (the
         lanes have just advanced), with what a claim of it needs. The lane rows by primary
-        key drive the join, one probe of the source index each (`ordered_join`: SQLite
-        otherwise walks every item the lanes ever had, finished ones too; a tuple IN over
-        the items read the whole table on MariaDB)."""
+        key drive the join, one probe of the source index each (`ordered_join`, and the
+        index forced on MySQL: SQLite otherwise walks every item the lanes ever had,
+        finished ones too; a tuple IN over the items read the whole table on MariaDB)."""
         items, lanes = self.t.items, self.t.source_lanes
         on = and_(
             items.c.family == lanes.c.family,
@@ -739,7 +739,14 @@ class WorkStore:
                 lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
                 items.c.state == WAITING,
             )
+            # MariaDB, its statistics of the source index stale after a burst, chose a full
+            # scan of the items with a join buffer (seconds per completion of 1,000 heads)
+            .with_hint(items, f"FORCE INDEX ({self._source_index})", "mysql")
         )
+
+    @functools.cached_property
+    def _source_index(self) -> str:
+        return next(str(ix.name) for ix in self.t.items.indexes if str(ix.name).endswith("_source"))
 
     @functools.cached_property
     def _promote(self) -> Any:
