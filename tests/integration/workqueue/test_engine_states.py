@@ -29,7 +29,6 @@ from hypothesis.stateful import (
     consumes,
     initialize,
     invariant,
-    multiple,
     rule,
     run_state_machine_as_test,
 )
@@ -319,9 +318,11 @@ def test_the_engine_keeps_its_invariants(world: World, backend: Backend) -> None
                 assert after.items[c.id].state == PROCESSING
                 assert after.items[c.id].token == c.token
                 assert after.items[c.id].attempt == c.attempt
-            if not got:
-                return multiple()
-            return Holder(self.owner, before.epoch, got[0].token, {c.id: c for c in got})
+            # a holder even when nothing was claimed: the bundle then grows by one per claim
+            # whatever the database answered (an answer that differed between two runs of one
+            # rule sequence, a clock step say, made hypothesis see a flaky strategy)
+            token = got[0].token if got else ""
+            return Holder(self.owner, before.epoch, token, {c.id: c for c in got})
 
         @rule()
         def stale_owner_claims_nothing(self) -> None:
