@@ -532,19 +532,18 @@ class WorkStore:
         """`claim`'s candidate read, built once; parameters family, queue_class, limit."""
         items = self.t.items
         read = self._claimable(
-            bindparam("family"),
-            bindparam("queue_class"),
-            db_now_ms(),
-            items.c.id,
-            items.c.target_key,
-            items.c.queue_class,
-            items.c.attempt,
-            items.c.max_attempts,
-            items.c.payload,
-            items.c.lane_key,
-            items.c.lane_seq,
+            bindparam("family"), bindparam("queue_class"), db_now_ms(), *self._claim_columns
         )
         return read.order_by(items.c.run_after, items.c.id).limit(bindparam("limit"))
+
+    @functools.cached_property
+    def _claim_columns(self) -> tuple[Any, ...]:
+        """What a claim reads of an item, in `_claimed`'s order."""
+        c = self.t.items.c
+        return (
+            c.id, c.target_key, c.queue_class, c.attempt, c.max_attempts, c.payload,
+            c.lane_key, c.lane_seq,
+        )  # fmt: skip
 
     # Statements run every round, built once per store (bound parameters, expanding IN
     # lists): building a statement and its cache key costs more CPU than running it on
@@ -722,17 +721,7 @@ class WorkStore:
             items.c.lane_seq == lanes.c.head_seq,
         )
         return (
-            select(
-                items.c.id,
-                items.c.target_key,
-                items.c.queue_class,
-                items.c.attempt,
-                items.c.max_attempts,
-                items.c.payload,
-                items.c.lane_key,
-                items.c.lane_seq,
-                (items.c.run_after <= db_now_ms()).label("due"),
-            )
+            select(*self._claim_columns, (items.c.run_after <= db_now_ms()).label("due"))
             .select_from(ordered_join(lanes, items, on))
             .where(
                 lanes.c.family == bindparam("b_family"),
@@ -960,19 +949,9 @@ class WorkStore:
             blocked.setdefault(target_key, []).append(item_id)
         winners: set[str] = set()
         if ids:
-            claimed = await fast_sql.execute(
-                conn,
-                self._claim_update,
-                {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
+            winners = await self._take(
+                conn, self._claim_update, ids, family=family, epoch=epoch, token=token
             )
-            winners = set(ids)
-            if claimed.rowcount != len(ids):  # someone else won some: the token says which
-                winners = {
-                    r[0]
-                    for r in await fast_sql.execute(
-                        conn, self._carrying, {"b_ids": ids, "b_token": token}
-                    )
-                }
             lost = [(i, k) for i, k in held if i not in winners]
             taken.difference_update(k for _, k in lost)
             await self._free_target_lanes(conn, family, token, lost)
@@ -984,6 +963,25 @@ class WorkStore:
             for item_id in ids
             if item_id in winners
         ], parked
+
+    async def _take(
+        self,
+        conn: AsyncConnection,
+        cas: Any,
+        ids: list[str],
+        *,
+        family: str,
+        epoch: int,
+        token: str,
+    ) -> set[str]:
+        """Run a claim CAS (`_take_items`) on `ids`; the winners are the rows carrying the
+        token (someone else won the rest)."""
+        params = {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token}
+        taken = await fast_sql.execute(conn, cas, params)
+        if taken.rowcount == len(ids):
+            return set(ids)
+        rows = await fast_sql.execute(conn, self._carrying, {"b_ids": ids, "b_token": token})
+        return {r[0] for r in rows}
 
     async def _park(self, conn: AsyncConnection, family: str, blocked: dict[str, list[str]]) -> int:
         """Park pending items whose target lane is held: count them on the lane row, written
@@ -1301,19 +1299,9 @@ class WorkStore:
         if not takers:
             return []
         ids = [row[0] for row, _ in takers]
-        taken = await fast_sql.execute(
-            conn,
-            self._pass_update,
-            {"b_ids": ids, "b_family": family, "b_epoch": epoch, "b_token": token},
+        winners = await self._take(
+            conn, self._pass_update, ids, family=family, epoch=epoch, token=token
         )
-        winners = set(ids)
-        if taken.rowcount != len(ids):
-            winners = {
-                r[0]
-                for r in await fast_sql.execute(
-                    conn, self._carrying, {"b_ids": ids, "b_token": token}
-                )
-            }
         return [
             _claimed(row, family, token, epoch, passes)
             for row, passes in takers
