@@ -7,6 +7,7 @@ of an insert-or-ignore, an upsert and a byte-compared key for each dialect.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -94,10 +95,25 @@ class Backend:
     #: String keys need a binary collation to compare byte for byte (MySQL/MariaDB's default
     #: utf8mb4 collation is case- and accent-insensitive; see `exact_key`).
     keys_need_binary_collation: bool
+    #: `UPDATE ... RETURNING` (SQLite 3.35+; not MariaDB, MySQL or TiDB): one statement
+    #: writes rows and reads what it wrote.
+    update_returning: bool
 
 
-SQLITE = Backend("sqlite", one_writer=True, full_text="fts5", keys_need_binary_collation=False)
-MYSQL = Backend("mysql", one_writer=False, full_text="fulltext", keys_need_binary_collation=True)
+SQLITE = Backend(
+    "sqlite",
+    one_writer=True,
+    full_text="fts5",
+    keys_need_binary_collation=False,
+    update_returning=sqlite3.sqlite_version_info >= (3, 35),
+)
+MYSQL = Backend(
+    "mysql",
+    one_writer=False,
+    full_text="fulltext",
+    keys_need_binary_collation=True,
+    update_returning=False,
+)
 _BY_DIALECT = {b.dialect: b for b in (SQLITE, MYSQL)}
 
 

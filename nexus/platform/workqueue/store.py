@@ -558,15 +558,15 @@ class WorkStore:
         """`finish_passing_on`'s CAS on the followers: the claim's, from `waiting`."""
         return self._take_items(WAITING)
 
-    def _take_items(self, state: str) -> Any:
-        """Items b_ids in `state` and due are this holder's under b_token (b_family still at
-        b_epoch and admitting this owner)."""
+    def _take_items(self, state: str, *which: Any) -> Any:
+        """Items b_ids (or those `which` names) in `state` and due are this holder's under
+        b_token (b_family still at b_epoch and admitting this owner)."""
         items = self.t.items
         now = db_now_ms()
         return (
             update(items)
             .where(
-                items.c.id.in_(bindparam("b_ids", expanding=True)),
+                *(which or (items.c.id.in_(bindparam("b_ids", expanding=True)),)),
                 items.c.state == state,
                 items.c.run_after <= now,
                 self._epoch_holds(bindparam("b_family"), bindparam("b_epoch"), claiming=True),
@@ -580,6 +580,52 @@ class WorkStore:
                 attempt=items.c.attempt + 1,
                 claim_epoch=bindparam("b_epoch"),
             )
+        )
+
+    def _next_items(self) -> Any:
+        """SQLite only: the rows (by rowid) of the items at the heads of family b_family's
+        lanes b_keys, which have just advanced: the lane rows by primary key drive, one
+        covering probe of the source index each (as `_lane_followers`)."""
+        items, lanes = self.t.items, self.t.source_lanes
+        nxt = items.alias("nxt")
+        on = and_(
+            nxt.c.family == lanes.c.family,
+            nxt.c.lane_key == lanes.c.lane_key,
+            nxt.c.lane_seq == lanes.c.head_seq,
+        )
+        seats: Select[Any] = (
+            select(literal_column("nxt.rowid"))
+            .select_from(ordered_join(lanes, nxt, on))
+            .where(
+                lanes.c.family == bindparam("b_family"),
+                lanes.c.lane_key.in_(bindparam("b_keys", expanding=True)),
+            )
+        )
+        return literal_column(f"{items.name}.rowid").in_(seats)
+
+    @functools.cached_property
+    def _pass_next(self) -> Any:
+        """`UPDATE ... RETURNING` backends: `_pass_update` for the waiting next items of
+        lanes b_keys (`_next_items`) of queue class b_class without a target lane,
+        returning what `_claimed` reads (the attempt as it was before this claim)."""
+        items = self.t.items
+        columns = [
+            (c - 1).label("attempt") if c is items.c.attempt else c for c in self._claim_columns
+        ]
+        return self._take_items(
+            WAITING,
+            self._next_items(),
+            items.c.queue_class == bindparam("b_class"),
+            items.c.target_key.is_(None),
+        ).returning(*columns)
+
+    @functools.cached_property
+    def _promote_next(self) -> Any:
+        """The waiting next items of lanes b_keys (`_next_items`) become `pending`."""
+        return (
+            update(self.t.items)
+            .where(self._next_items(), self.t.items.c.state == WAITING)
+            .values(state=PENDING)
         )
 
     @functools.cached_property
@@ -800,6 +846,12 @@ class WorkStore:
             )
             .values(head_seq=lanes.c.head_seq + 1, halted_by=None)
         )
+
+    @functools.cached_property
+    def _advance_lanes_returning(self) -> Any:
+        """`_advance_lanes` returning each advanced lane's key, new head and next sequence."""
+        lanes = self.t.source_lanes
+        return self._advance_lanes.returning(lanes.c.lane_key, lanes.c.head_seq, lanes.c.next_seq)
 
     @functools.cached_property
     def _halt_lanes(self) -> Any:
@@ -1255,9 +1307,14 @@ class WorkStore:
         heads may pass on (`_move_lanes`)."""
         by_lane = {h.lane_key: h for h in heads}
         passed: list[Claimed] = []
+        returning = holder is not None and backend_of(conn).update_returning
         for step in _one_per_lane([(h.lane_key, h.lane_seq) for h in heads]):
             keys = [k for k, _ in step]
             params = {"b_family": family, "b_keys": keys, "b_heads": step}
+            if returning:
+                assert holder is not None  # noqa: S101 - `returning` says so
+                passed += await self._pass_returning(conn, family, by_lane, params, holder)
+                continue
             await fast_sql.execute(conn, self._advance_lanes, params)
             followers = (
                 await fast_sql.execute(
@@ -1283,6 +1340,52 @@ class WorkStore:
             rest = [row[0] for row in followers if row[0] not in taken]
             if rest:
                 await fast_sql.execute(conn, self._promote, {"b_ids": rest})
+        return passed
+
+    async def _pass_returning(
+        self,
+        conn: AsyncConnection,
+        family: str,
+        by_lane: dict[str, _LaneHead],
+        params: dict[str, Any],
+        holder: tuple[str, int],
+    ) -> list[Claimed]:
+        """`_advance`'s step on an `UPDATE ... RETURNING` backend: the advance returns which
+        lanes have a next item, and the pass CAS claims those (of their head's class, due,
+        without a target lane) and returns them, so no statement reads the followers
+        first; the next items not passed are promoted. Three statements, the last only
+        when some lane's next item was not passed."""
+        token, epoch = holder
+        moved = await fast_sql.execute(conn, self._advance_lanes_returning, params)
+        following = [str(r[0]) for r in moved.rows if int(r[2]) > int(r[1])]
+        if not following:
+            return []
+        passed: list[Claimed] = []
+        by_class: dict[str, list[str]] = {}
+        for key in following:
+            head = by_lane[key]
+            if head.passes is not None:
+                by_class.setdefault(head.queue_class, []).append(key)
+        for queue_class, keys in by_class.items():
+            rows = await fast_sql.execute(
+                conn,
+                self._pass_next,
+                {
+                    "b_family": family,
+                    "b_keys": keys,
+                    "b_class": queue_class,
+                    "b_epoch": epoch,
+                    "b_token": token,
+                },
+            )
+            passed += [
+                _claimed(row, family, token, epoch, (by_lane[row[6]].passes or 0) + 1)
+                for row in rows.rows
+            ]
+        if len(passed) < len(following):
+            taken = {c.lane_key for c in passed}
+            rest = [key for key in following if key not in taken]
+            await fast_sql.execute(conn, self._promote_next, {"b_family": family, "b_keys": rest})
         return passed
 
     async def _take_followers(

@@ -589,7 +589,8 @@ class Worker:
         while True:
             first = await self._results.get()
             self._mark_finishing([first], finishing=True)
-            await asyncio.sleep(self.settings.flush_ms / 1000)
+            if self._results.qsize() < self.settings.flush_max - 1:  # a full batch goes now
+                await asyncio.sleep(self.settings.flush_ms / 1000)
             batch = [first, *self._take_results(self.settings.flush_max - 1)]
             delay = 0.05
             while True:

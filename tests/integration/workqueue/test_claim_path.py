@@ -11,6 +11,8 @@ run in a transaction that is rolled back afterwards (so each one sees the same q
     reclaim    `reclaim_expired` of 3 running items whose leases ran out
     promotion  `finish` of a lane head and a target holder: the next item of the lane and
                the oldest waiter of the target become `pending`
+    pass       `finish_passing_on` of a lane head: its lane's next item is claimed in the
+               completion (ADR 0068)
 
 What each read costs is measured by the database: on MariaDB the session's `Handler_read_*`
 counters (rows and index entries the storage engine handed over), on SQLite the virtual
@@ -41,6 +43,7 @@ from nexus.platform.workqueue.store import (
     WAITING,
     Claimed,
     NewItem,
+    PassOn,
     QueuePolicy,
     WorkStore,
 )
@@ -198,7 +201,19 @@ async def measure(engine: AsyncEngine, tables: WorkTables, backend: str, s: Scen
     s.costs["peek"] = await cost(engine, backend, peek)
     s.costs["claim"] = await cost(engine, backend, claim)
     s.costs["reclaim"] = await cost(engine, backend, reclaim, prepare=expire)
+
+    async def pass_on(conn: AsyncConnection) -> None:
+        head = s.heads[1]
+        lost, passed = await store.finish_passing_on(
+            conn, s.family, s.epoch, head.token, [(head, SUCCESS)], pass_on=PassOn("next", 16)
+        )
+        assert lost == set()
+        assert [(c.payload, c.lane_key, c.token) for c in passed] == [
+            ("follower", head.lane_key, "next")
+        ]
+
     s.costs["promotion"] = await cost(engine, backend, promote)
+    s.costs["pass"] = await cost(engine, backend, pass_on)
 
 
 @dataclass
@@ -234,7 +249,7 @@ async def test_claims_reclaims_and_promotions_cost_the_same_behind_100x_the_back
     measured: Measured, engine: tuple[AsyncEngine, WorkTables, str]
 ) -> None:
     small, large = measured.small, measured.large
-    assert set(large.costs) == {"peek", "claim", "reclaim", "promotion"}
+    assert set(large.costs) == {"peek", "claim", "reclaim", "promotion", "pass"}
     for name, spent in large.costs.items():
         # B-tree depth may add a level: a few reads, never a share of 99,000 blocked rows
         limit = small.costs[name] * 1.25 + 20
