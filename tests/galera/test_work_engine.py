@@ -1,5 +1,5 @@
 """The work engine on a 3-node Galera cluster, a writer on every node: items enqueued through
-all three, one Worker per node claiming the same queues at once. Row locks are node-local
+all three while one Worker per node claims the same queues at once. Row locks are node-local
 on Galera, so the claim turn does not serialize the nodes: two nodes' claims of one row both
 run, and the second to commit loses certification with a deadlock error (1213). The engine
 takes that as the CAS loss it is (`WorkerStats.conflicts`, claim again at once).
@@ -49,7 +49,6 @@ async def test_writers_on_every_node_run_each_item_once_in_lane_order(
     async with engines[0].begin() as conn:
         for table in tables.all:
             await conn.run_sync(table.create)
-    await enqueue_everywhere(engines, tables)
 
     runs: dict[str, int] = defaultdict(int)
     lane_order: dict[str, list[int]] = defaultdict(list)
@@ -67,7 +66,12 @@ async def test_writers_on_every_node_run_each_item_once_in_lane_order(
             await asyncio.sleep(0.002)
             in_flight[item.target_key] -= 1
 
-    settings = WorkerSettings(concurrency=64, batch=64, idle_poll_ms=20, queue_refresh_ms=200)
+    # small claims and short passes: a node whose claim took a lane's head runs the lane on
+    # by itself (ADR 0068), so with whole-queue claims one node could take every lane first
+    # and leave another nothing to write
+    settings = WorkerSettings(
+        concurrency=64, batch=16, idle_poll_ms=20, queue_refresh_ms=200, lane_passes=2
+    )
     workers = [
         Worker(engine, WorkStore(tables, owner="galera", lease_ms=30_000), handler, settings)
         for engine in engines
@@ -77,6 +81,7 @@ async def test_writers_on_every_node_run_each_item_once_in_lane_order(
     total = ITEMS_PER_NODE * len(engines)
     try:
         async with asyncio.timeout(180):
+            await enqueue_everywhere(engines, tables)  # into the running workers' queue
             while await succeeded(engines[1], tables) < total:  # noqa: ASYNC110 - the database
                 await asyncio.sleep(0.2)
     finally:
