@@ -1,7 +1,8 @@
 """Identity as the rest of Nexus uses it: the only identity module Runtime imports.
 
 - Request dependencies: `trusted_call` (a bearer token, validated), `internal_call` and
-  `workload_call` (a signed workload call, with or without a delegated user), `identity_state`.
+  `workload_call` (a signed workload call, with or without a delegated user), `identity_state`;
+  `require_scope` and the scope names (`scopes`: what a token lets its client reach).
 - Wiring: `router` (the OAuth2 server and `/services/oauth2/...`), `identity_lifespan`.
 - `Directory(session)`: users, roles, orgs and their SecurityEpoch, Connected Apps and sessions,
   inside the caller's unit of work (so Runtime's audit row commits with the change).
@@ -33,11 +34,13 @@ from nexus.identity.endpoints import (
 )
 from nexus.identity.errors import UnknownUser
 from nexus.identity.repository import IdentityRepository
+from nexus.identity.scopes import ADMIN, require_scope
 from nexus.identity.service import NewClient, client_lists
 from nexus.identity.setup import identity_lifespan
 from nexus.platform.db.clock import read_now_ms
 
 __all__ = [
+    "ADMIN",
     "CAPABILITIES",
     "Directory",
     "NewClient",
@@ -48,6 +51,7 @@ __all__ = [
     "identity_state",
     "internal_call",
     "org_table",
+    "require_scope",
     "router",
     "trusted_call",
     "user_table",

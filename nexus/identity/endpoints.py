@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 
 import anyio
 from authlib.oauth2 import OAuth2Error
-from authlib.oauth2.rfc6749.errors import InvalidRequestError
+from authlib.oauth2.rfc6749.errors import InvalidRequestError, InvalidScopeError
 from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +31,7 @@ from nexus.identity.interceptor import Authenticator, bearer_token
 from nexus.identity.login_page import render_error, render_login
 from nexus.identity.oauth_server import Client, NexusAuthorizationServer, NexusRequest, User
 from nexus.identity.repository import IdentityRepository
+from nexus.identity.scopes import DELEGATED, WHO_AM_I, require_scope
 from nexus.identity.service import IdentityConfig
 from nexus.platform.db.engine import unit_of_work
 from nexus.platform.workload import DEADLINE_HEADER, DELEGATION_HEADER, WORKLOAD_HEADER
@@ -111,7 +112,9 @@ def workload_call(capability: str) -> Callable[[Request], Awaitable[WorkloadCall
 
 
 def internal_call(capability: str) -> Callable[[Request], Awaitable[TrustedCall]]:
-    """The dependency of every internal Runtime endpoint: workload + delegation + deadline."""
+    """The dependency of every internal Runtime endpoint: workload + delegation + deadline,
+    and the user's token holding a scope the capability needs (`scopes.DELEGATED`)."""
+    needs = DELEGATED[capability]  # a capability without a scope rule fails at start-up
 
     async def dependency(request: Request) -> TrustedCall:
         state = identity_state(request)
@@ -120,9 +123,11 @@ def internal_call(capability: str) -> Callable[[Request], Awaitable[TrustedCall]
         claims = read_delegation(
             state.cfg, request.headers.get(DELEGATION_HEADER), workload=workload
         )
-        return await state.authenticator.from_delegation(
+        caller = await state.authenticator.from_delegation(
             claims, workload=workload, deadline_ms=deadline
         )
+        require_scope(caller, needs, what=capability)
+        return caller
 
     return dependency
 
@@ -223,6 +228,10 @@ async def authorize_page(request: Request, state: State) -> Response:
     client: Client = grant.client
     params = dict(oauth_request.payload.data)
     scopes = client.get_allowed_scope(params.get("scope")).split()
+    if not scopes:
+        return _authorize_error(
+            InvalidScopeError(description="none of the requested scopes is the client's")
+        )
     return HTMLResponse(
         render_login(client_name=client.row["name"], scopes=scopes, params=params),
         headers=_page_headers(),
@@ -288,6 +297,7 @@ def _page_headers() -> dict[str, str]:
 
 @router.get("/services/oauth2/userinfo")
 async def userinfo(caller: Caller, state: State) -> dict[str, Any]:
+    require_scope(caller, WHO_AM_I, what="userinfo")
     async with unit_of_work(state.sessions, readonly=True) as session:
         user = await IdentityRepository(session).user(caller.org_id, caller.user_id)
     if user is None:
@@ -313,6 +323,7 @@ async def identity_document(
     org_id: str, user_id: str, caller: Caller, state: State
 ) -> dict[str, Any]:
     """The identity URL of the token response (`id`): who this user is, in the caller's org."""
+    require_scope(caller, WHO_AM_I, what="the identity URL")
     if org_id != caller.org_id:
         raise Forbidden("not your organization", code="INSUFFICIENT_ACCESS")
     async with unit_of_work(state.sessions, readonly=True) as session:

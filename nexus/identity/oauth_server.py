@@ -17,7 +17,11 @@ from typing import Any, TypeVar
 import anyio.from_thread
 from authlib.oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, OAuth2Request, grants
-from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError
+from authlib.oauth2.rfc6749.errors import (
+    InvalidGrantError,
+    InvalidRequestError,
+    InvalidScopeError,
+)
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
@@ -363,6 +367,8 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 raise InvalidGrantError()
             return self.refreshed.body
         scopes = client.get_allowed_scope(scope).split()
+        if not scopes:  # none of what was asked is this client's: a token would reach nothing
+            raise InvalidScopeError(description="none of the requested scopes is the client's")
         issued: service.IssuedTokens = on_loop(
             self._open_session, grant_type, client, user, scopes, include_refresh_token
         )

@@ -193,6 +193,14 @@ class IdentityRepository:
         )
         return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
 
+    async def set_client_scopes(self, *, client_id: str, scopes: Sequence[str]) -> int:
+        result = await self.session.execute(
+            update(m.client)
+            .where(m.client.c.client_id == client_id)
+            .values(scopes=json.dumps(list(scopes)))
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]  # CursorResult
+
     async def client(self, client_id: str) -> RowMapping | None:
         result = await self.session.execute(
             select(m.client).where(m.client.c.client_id == client_id)

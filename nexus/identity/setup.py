@@ -29,6 +29,8 @@ log = get_logger(__name__)
 ADMIN_USERNAME = "admin"
 #: The browser CRM (frontend/): a public client, authorization code + PKCE, refresh rotation.
 WEB_CLIENT_ID = "nexus_web"
+#: The browser CRM's scopes (`scopes`): its data screens, staying signed in, its admin screens.
+WEB_CLIENT_SCOPES = ["admin", "api", "refresh_token"]
 WEB_CALLBACK_PATH = "/auth/callback"
 
 
@@ -124,11 +126,14 @@ async def ensure_web_client(
         repo = IdentityRepository(session)
         existing = await repo.client(WEB_CLIENT_ID)
         if existing is not None:
-            if service.client_lists(existing)[0] == redirect_uris:
+            uris, _, scopes = service.client_lists(existing)
+            if uris == redirect_uris and sorted(scopes) == WEB_CLIENT_SCOPES:
                 return False
             await repo.set_client_redirect_uris(
                 client_id=WEB_CLIENT_ID, redirect_uris=redirect_uris
             )
+            # a client registered before the scope model lacks `admin` (its admin screens)
+            await repo.set_client_scopes(client_id=WEB_CLIENT_ID, scopes=WEB_CLIENT_SCOPES)
             return True
         org = await repo.first_org()
         if org is None:
@@ -140,7 +145,7 @@ async def ensure_web_client(
             secret_hash=None,
             redirect_uris=redirect_uris,
             grant_types=["authorization_code", "refresh_token"],
-            scopes=["api", "refresh_token"],
+            scopes=WEB_CLIENT_SCOPES,
             run_as_user_id=None,
             now_ms=await read_now_ms(session),
         )

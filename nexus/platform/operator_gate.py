@@ -4,8 +4,9 @@ the caller (DESIGN §7: authorization is Runtime's). Catalog and Integration use
 The request's bearer token is exchanged for a delegation (`POST /internal/v1/identity/exchange`
 with the role's workload token), then Runtime is asked `POST /internal/v1/runtime/operators/check`
 for the role's area with that delegation. No token, or one Runtime rejects: 401. Runtime says
-no (`INSUFFICIENT_ACCESS`): 403. Runtime cannot be asked, is slow, or refuses this workload:
-502/504, fail closed; the cause is logged by status and code, never a token.
+no (`INSUFFICIENT_ACCESS`, or `INSUFFICIENT_SCOPE`: a token without the `admin` scope): 403.
+Runtime cannot be asked, is slow, or refuses this workload: 502/504, fail closed; the cause
+is logged by status and code, never a token.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class OperatorGate:
             return Unauthorized(
                 exc.message or "the access token is not valid", code=exc.code or None
             )
-        if exc.status == 403 and exc.code == "INSUFFICIENT_ACCESS":
+        if exc.status == 403 and exc.code in ("INSUFFICIENT_ACCESS", "INSUFFICIENT_SCOPE"):
             return Forbidden(
                 exc.message or f"operating {self.area} needs a System Administrator",
                 code=exc.code,

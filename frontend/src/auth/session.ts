@@ -5,7 +5,8 @@ import { challengeFor, randomToken, safeReturnPath, savePending, takePending } f
 
 export const CLIENT_ID = "nexus_web";
 export const CALLBACK_PATH = "/auth/callback";
-const SCOPE = "api refresh_token";
+// admin: the Setup and admin screens (each request is still decided in Runtime)
+const SCOPE = "api refresh_token admin";
 const REFRESH_MARGIN_MS = 60_000;
 
 interface Tokens {

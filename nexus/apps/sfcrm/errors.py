@@ -106,6 +106,19 @@ STATUS_CODES: dict[int, tuple[int, str, str]] = {
 }
 
 
+#: Runtime's 403s that are not about a record: (status, errorCode, message) in the dialect.
+REFUSALS: dict[str, tuple[int, str, str]] = {
+    "WORKLOAD_NOT_ALLOWED": (503, "SERVER_UNAVAILABLE", "the service is misconfigured"),
+    "INVALID_WORKLOAD": (503, "SERVER_UNAVAILABLE", "the service is misconfigured"),
+    # a token without the `api` scope: Salesforce's own answer
+    "INSUFFICIENT_SCOPE": (
+        401,
+        "INVALID_SESSION_ID",
+        "This session is not valid for use with the REST API",
+    ),
+}
+
+
 def from_runtime(status: int, body: Any) -> SfError:
     """A Runtime error answer (neutral envelope) as a dialect error."""
     envelope = body if isinstance(body, dict) else {}
@@ -113,9 +126,10 @@ def from_runtime(status: int, body: Any) -> SfError:
     message = str(envelope.get("message", ""))
     fields = envelope.get("fields")
     field_names = list(fields) if isinstance(fields, dict) else []
-    if status == 403 and code in ("WORKLOAD_NOT_ALLOWED", "INVALID_WORKLOAD"):
-        return SfError(503, "SERVER_UNAVAILABLE", "the service is misconfigured")
     if status == 403:
+        refusal = REFUSALS.get(code)
+        if refusal is not None:
+            return SfError(*refusal)
         return SfError(403, "INSUFFICIENT_ACCESS_OR_READONLY", message or "insufficient access")
     if status == 400:
         return SfError(400, RUNTIME_CODES.get(code, code or "INVALID_FIELD"), message, field_names)

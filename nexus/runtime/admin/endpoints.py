@@ -20,7 +20,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nexus.contracts.errors import BadRequest, NotFound
 from nexus.contracts.identity import TrustedCall
-from nexus.identity.api import Directory, UnknownUser, client_lists, identity_state, trusted_call
+from nexus.identity.api import (
+    ADMIN,
+    Directory,
+    UnknownUser,
+    client_lists,
+    identity_state,
+    require_scope,
+    trusted_call,
+)
 from nexus.platform.db.engine import unit_of_work
 from nexus.platform.service_app import ServiceState
 from nexus.platform.workqueue import operate
@@ -41,7 +49,9 @@ QUEUES = {"inbox": inbox_tables.inbox, "outbox": outbox_tables.outbox}
 async def administrator(
     request: Request, caller: Annotated[TrustedCall, Depends(trusted_call)]
 ) -> TrustedCall:
-    """The signed-in System Administrator (401 without a valid token, 403 for anyone else)."""
+    """The signed-in System Administrator with an `admin`-scoped token (401 without a valid
+    token, 403 for anyone else)."""
+    require_scope(caller, (ADMIN,), what="the Runtime admin API")
     await require_admin(request, caller, what="the Runtime admin console")
     return caller
 
