@@ -24,6 +24,9 @@ class TrustedCall(BaseModel):
     workload: str | None = None  # the calling role, for internal calls
     app_installation_id: str | None = None
     deadline_ms: int | None = None  # epoch milliseconds by which the caller stops waiting
+    #: epoch seconds at which the presented access token expires (`via="access_token"`): what
+    #: is derived from the token (a delegation) expires no later
+    token_expires_at: int | None = None
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes or "full" in self.scopes

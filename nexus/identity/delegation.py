@@ -132,9 +132,13 @@ def _unverified_kid(token: str) -> str:
 
 
 def issue_delegation(cfg: IdentityConfig, caller: TrustedCall, *, workload: str) -> tuple[str, int]:
-    """A delegation for `workload` to act for the caller's session; returns (jwt, ttl)."""
+    """A delegation for `workload` to act for the caller's session; returns (jwt, ttl). It
+    expires with the caller's access token at the latest, so a role that keeps it for its
+    life never serves an expired token's requests."""
     now = int(time.time())
     ttl = min(cfg.settings.delegation_ttl_seconds, 60)
+    if caller.token_expires_at is not None:
+        ttl = max(0, min(ttl, caller.token_expires_at - now))
     claims = {
         "iss": cfg.issuer,
         "aud": RUNTIME_AUDIENCE,

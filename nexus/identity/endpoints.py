@@ -137,6 +137,11 @@ Caller = Annotated[TrustedCall, Depends(trusted_call)]
 
 
 async def _oauth_request(request: Request) -> NexusRequest:
+    """An OAuth request's parameters: a GET's from its query, a POST's from its form body only
+    (a URL is logged and cached along the way: credentials never belong in one, RFC 6749
+    §2.3.1, so a POST with a query string is refused)."""
+    if request.method == "POST" and request.url.query:
+        raise InvalidRequestError("parameters belong in the request body, not in the URL")
     data: dict[str, str] = dict(request.query_params.items())
     if request.method == "POST":
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -194,6 +199,8 @@ async def token(request: Request, state: State) -> Response:
         status, body, headers = await anyio.to_thread.run_sync(
             server.create_token_response, oauth_request
         )
+    for org_id, session_id in server.revoked:  # a replayed code's session: forgotten at once
+        state.authenticator.forget(org_id, session_id)
     return _response(status, body, headers)
 
 

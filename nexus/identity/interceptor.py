@@ -83,7 +83,7 @@ class Authenticator:
         state, now_ms = await self._live_session(claims)
         if int(claims["exp"]) * 1000 <= now_ms:
             raise InvalidToken
-        return _trusted(claims, state, via="access_token")
+        return _trusted(claims, state, via="access_token", token_expires_at=int(claims["exp"]))
 
     async def from_delegation(
         self, claims: dict[str, Any], *, workload: str, deadline_ms: int

@@ -140,6 +140,7 @@ authorization_code = Table(
     Column("created_at_ms", BigInteger, nullable=False),
     Column("expires_at_ms", BigInteger, nullable=False),
     Column("used_at_ms", BigInteger, nullable=True),
+    _id("session_id", nullable=True),  # the session its redemption opened (replay revokes it)
     ForeignKeyConstraint(["org_id"], ["identity_org.org_id"], name="fk_code_org"),
     UniqueConstraint("code_hash", name="uq_authorization_code_hash"),
 )

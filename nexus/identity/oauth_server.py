@@ -238,7 +238,11 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[mis
     def query_authorization_code(self, code: str, client: Client) -> AuthorizationCode | None:
         server: NexusAuthorizationServer = self.server
         row = on_loop(server.repo.authorization_code, service.digest(code))
-        if row is None or row["client_id"] != client.client_id or row["used_at_ms"] is not None:
+        if row is None or row["client_id"] != client.client_id:
+            return None
+        if row["used_at_ms"] is not None:  # a replay: what the first use issued is revoked too
+            if row["session_id"] is not None:
+                on_loop(server.revoke_session, row["org_id"], row["session_id"], "code_replayed")
             return None
         return AuthorizationCode(row)  # expiry is checked on the database clock when redeemed
 
@@ -325,6 +329,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.cfg = cfg
         self.refreshed: service.IssuedTokens | None = None
         self.revoked: list[tuple[str, str]] = []  # (org_id, session_id) revoked by this request
+        self.opened: service.IssuedTokens | None = None  # the session this request opened
         self.register_grant(PasswordGrant)
         self.register_grant(ClientCredentialsGrant)
         self.register_grant(AuthorizationCodeGrant, [S256Only(required=True), OpenIDConnect(self)])
@@ -372,6 +377,7 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         issued: service.IssuedTokens = on_loop(
             self._open_session, grant_type, client, user, scopes, include_refresh_token
         )
+        self.opened = issued
         return issued.body
 
     async def _open_session(
@@ -429,11 +435,15 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         )
 
     async def redeem_code(self, row: RowMapping) -> bool:
+        """Mark the code used, with the session its tokens were just issued in."""
         now = await read_now_ms(self.repo.session)
         if row["expires_at_ms"] <= now:
             return False
         return await self.repo.use_authorization_code(
-            org_id=row["org_id"], code_hash=row["code_hash"], now_ms=now
+            org_id=row["org_id"],
+            code_hash=row["code_hash"],
+            now_ms=now,
+            session_id=self.opened.session_id if self.opened is not None else None,
         )
 
     async def rotate_refresh(self, token: str, client_id: str) -> service.IssuedTokens | None:
@@ -455,6 +465,6 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         client_id = state["client_id"] if state is not None else None
         return _Revocable(row["org_id"], row["session_id"], client_id)
 
-    async def revoke_session(self, org_id: str, session_id: str) -> None:
-        await service.revoke(self.repo, org_id=org_id, reason="revoked", session_id=session_id)
+    async def revoke_session(self, org_id: str, session_id: str, reason: str = "revoked") -> None:
+        await service.revoke(self.repo, org_id=org_id, reason=reason, session_id=session_id)
         self.revoked.append((org_id, session_id))

@@ -367,8 +367,11 @@ class IdentityRepository:
         )
         return result.first() is not None
 
-    async def use_authorization_code(self, *, org_id: str, code_hash: str, now_ms: int) -> bool:
-        """CAS unused -> used: a code is redeemed at most once."""
+    async def use_authorization_code(
+        self, *, org_id: str, code_hash: str, now_ms: int, session_id: str | None
+    ) -> bool:
+        """CAS unused -> used: a code is redeemed at most once; it remembers the session its
+        redemption opened."""
         result = await self.session.execute(
             update(m.authorization_code)
             .where(
@@ -376,7 +379,7 @@ class IdentityRepository:
                 m.authorization_code.c.code_hash == code_hash,
                 m.authorization_code.c.used_at_ms.is_(None),
             )
-            .values(used_at_ms=now_ms)
+            .values(used_at_ms=now_ms, session_id=session_id)
         )
         return int(result.rowcount) == 1  # type: ignore[attr-defined]  # CursorResult
 
