@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 from starlette.types import Receive, Scope, Send
 
-from nexus.contracts.errors import MethodNotAllowed, NexusError, NotFound
+from nexus.contracts.errors import MethodNotAllowed, NexusError, NotFound, Unauthorized
 from nexus.contracts.ops import CheckResult
 from nexus.contracts.roles import Role
 from nexus.gateway.proxy import UPSTREAM_POOL_LIMIT, Upstream, forward, upstream_pools
@@ -26,6 +28,7 @@ from nexus.platform.http import (
     error_response,
 )
 from nexus.platform.interpreter import tuned_for_serving
+from nexus.platform.operator_gate import bearer
 from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
@@ -46,6 +49,25 @@ def cached_matcher(table: RouteTable) -> Callable[[str], Route | None]:
         return remembered(path) if len(path) <= ROUTE_CACHE_MAX_PATH else table.match(path)
 
     return match
+
+
+def ops_token_guard(token: SecretStr | None) -> Callable[[str | None], None]:
+    """What the gateway's public port asks before its /metrics and /version (and a route's
+    `ops_token_only` sub-paths) answer: `Authorization: Bearer <NEXUS_GATEWAY_OPS_TOKEN>`,
+    compared in constant time. Unset, nobody gets them (401); each role's own port still
+    serves its /metrics and /version to the internal network."""
+    expected = token.get_secret_value().encode() if token is not None else None
+
+    def guard(authorization: str | None) -> None:
+        given = bearer(authorization)
+        if expected is None or given is None or not hmac.compare_digest(given.encode(), expected):
+            raise Unauthorized(
+                "this endpoint needs the gateway's ops token (NEXUS_GATEWAY_OPS_TOKEN) "
+                "as a bearer token",
+                code="INVALID_OPS_TOKEN",
+            )
+
+    return guard
 
 
 def upstream_ready(upstreams: dict[str, Upstream], name: str, timeout: float) -> ReadinessCheck:
@@ -113,6 +135,7 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
             for pool in pools.values():
                 await pool.close()
 
+    ops_guard = ops_token_guard(gw.gateway_ops_token)
     info = OpsInfo(
         role=Role.GATEWAY.value,
         capabilities=CAPABILITIES,
@@ -121,6 +144,7 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
             upstream_ready(upstreams, name, gw.gateway_readiness_timeout_seconds)
             for name in table.upstreams
         ],
+        ops_guard=ops_guard,
     )
     app = create_role_app(info, lifespan=lifespan)
     match_route = cached_matcher(table)
@@ -139,13 +163,16 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
                 raise MethodNotAllowed(f"method {method} is not supported")
             if route is None or not allowed:
                 raise NotFound(f"no route for {method} {path}")
+            # logs and metrics name the route-table entry, never the rest of the path
             if route.static is not None:
-                scope["nexus.route_label"] = f"static:{route.static}"
+                scope["nexus.route_label"] = f"static:{route.static}:{route.prefix}"
                 response = bundles[route.static].serve(path, route.prefix)
                 await response(scope, receive, send)
                 return
             upstream = str(route.upstream)  # a route has exactly one of upstream and static
-            scope["nexus.route_label"] = f"proxy:{upstream}"
+            scope["nexus.route_label"] = f"proxy:{upstream}:{route.prefix}"
+            if route.ops_token_only and route.upstream_path(path) in route.ops_token_only:
+                ops_guard(_authorization(scope))
             await forward(
                 scope,
                 receive,
@@ -159,3 +186,10 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
 
     app.serve_ahead("/", RequestContextMiddleware(proxy, role=Role.GATEWAY.value), unless=OPS_PATHS)
     return app
+
+
+def _authorization(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return bytes(value).decode("latin-1")
+    return None

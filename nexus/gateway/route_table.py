@@ -46,6 +46,8 @@ class Route(BaseModel):
     upstream_prefix: str | None = None
     only: tuple[str, ...] | None = None
     methods: tuple[str, ...] | None = None
+    #: Sub-paths (after the rewrite) answered only to a caller with the gateway's ops token.
+    ops_token_only: tuple[str, ...] = ()
 
     @field_validator("prefix")
     @classmethod
@@ -78,9 +80,9 @@ class Route(BaseModel):
             raise ValueError("must be a bundle name (letters, digits, '-' and '_')")
         return value
 
-    @field_validator("except_under")
+    @field_validator("except_under", "ops_token_only")
     @classmethod
-    def _except_under(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _sub_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for prefix in value:
             if not prefix.startswith("/") or prefix.endswith("/"):
                 raise ValueError("must start with '/' and not end with '/'")

@@ -1,4 +1,10 @@
-"""HTTP plumbing every role shares: request ids, access log, metrics, errors, ops endpoints."""
+"""HTTP plumbing every role shares: request ids, security headers, access log, metrics,
+errors, ops endpoints.
+
+Logs and metric labels name a request by its route template (`/services/data/{version}/
+sobjects/{name}/{field}/{value:path}`, or the gateway's `proxy:<upstream>:<prefix>`), never
+by its path or query string: those carry record ids, external id values and SOQL.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +63,12 @@ def current_request_id() -> str | None:
 
 
 _REQUEST_ID_KEY = REQUEST_ID_HEADER.encode()
+#: On every answer of every role: browsers must not guess a type other than the declared one.
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+#: On every answer served over TLS: browsers use HTTPS only for the next year (RFC 6797).
+_HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
+#: Response headers this middleware owns: an app's (or an upstream's) own copy is replaced.
+_OWN_HEADERS = frozenset({_REQUEST_ID_KEY, _NOSNIFF[0], _HSTS[0]})
 _QUIET_ROUTES = frozenset({"/healthz", "/metrics"})
 #: Every role's own endpoints (`ops_router`).
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/version", "/metrics"})
@@ -94,7 +106,9 @@ class _RequestMetrics:
 
 
 class RequestContextMiddleware:
-    """Pure ASGI (streaming-safe): request id in and out, access log line, metrics.
+    """Pure ASGI (streaming-safe): request id in and out, security headers
+    (`X-Content-Type-Options: nosniff` always, `Strict-Transport-Security` over TLS), access
+    log line (route template, status, duration), metrics.
 
     On the path of every request of every role, so it allocates little: no header dict, no
     context-manager objects, metric children cached, the access line built only when INFO
@@ -120,18 +134,18 @@ class RequestContextMiddleware:
         status = 500
         started_response = False
         started = time.perf_counter()
+        over_tls = scope.get("scheme") == "https"
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, started_response
             if message["type"] == "http.response.start":
                 status = message["status"]
                 started_response = True
-                headers = message.get("headers", [])
-                if any(k == _REQUEST_ID_KEY for k, _ in headers):
-                    headers = [(k, v) for k, v in headers if k != _REQUEST_ID_KEY]
-                else:
-                    headers = list(headers)
+                headers = [h for h in message.get("headers", ()) if h[0] not in _OWN_HEADERS]
                 headers.append((_REQUEST_ID_KEY, request_id.encode()))
+                headers.append(_NOSNIFF)
+                if over_tls:
+                    headers.append(_HSTS)
                 message["headers"] = headers
             await send(message)
 
@@ -155,7 +169,8 @@ class RequestContextMiddleware:
                 log.info(
                     "http.request",
                     method=scope["method"],
-                    path=scope["path"],  # never the query string: it may carry tokens
+                    # the template, never the path or query: they carry ids, values, tokens
+                    route=route,
                     status=status,
                     duration_ms=round(elapsed * 1000, 2),
                 )
@@ -210,6 +225,9 @@ class OpsInfo:
     readiness_checks: list[ReadinessCheck] = field(default_factory=list)
     #: what /version reports as the active release (an App service's verified snapshot)
     release: Callable[[], dict[str, Any] | None] = lambda: None
+    #: asked with the request's Authorization header before /version and /metrics answer;
+    #: raises a `NexusError` to refuse (the gateway's public port: its ops token)
+    ops_guard: Callable[[str | None], None] | None = None
 
 
 def ops_router(info: OpsInfo) -> APIRouter:
@@ -228,8 +246,13 @@ def ops_router(info: OpsInfo) -> APIRouter:
         response.status_code = 200 if ready else 503
         return Readiness(status="ready" if ready else "not_ready", role=info.role, checks=checks)
 
+    def guarded(request: Request) -> None:
+        if info.ops_guard is not None:
+            info.ops_guard(request.headers.get("authorization"))
+
     @router.get("/version", response_model=VersionInfo, response_model_exclude_none=True)
-    async def version() -> VersionInfo:
+    async def version(request: Request) -> VersionInfo:
+        guarded(request)
         return VersionInfo(
             version=__version__,
             role=info.role,
@@ -241,7 +264,8 @@ def ops_router(info: OpsInfo) -> APIRouter:
         )
 
     @router.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        guarded(request)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return router

@@ -23,6 +23,7 @@ ENV_PREFIX = "NEXUS_"
 SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql")
 MAX_PORT = 65535
 TLS_PORT_OFFSET = 443
+MIN_OPS_TOKEN_LENGTH = 32
 
 
 class SettingsError(Exception):
@@ -116,6 +117,18 @@ class GatewaySettings(BaseSettings):
     #: Where the static bundles of the route table live (`static = "frontend"` serves
     #: `<root>/frontend/dist`); default: the source tree, else the working directory.
     gateway_static_root: Path | None = None
+    #: The bearer token that opens the gateway's own /metrics and /version (and each role's
+    #: /version under /_roles) on its public port; unset: they answer 401 to everyone.
+    gateway_ops_token: SecretStr | None = None
+
+    @field_validator("gateway_ops_token")
+    @classmethod
+    def _strong_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_OPS_TOKEN_LENGTH:
+            raise ValueError(
+                f"must be at least {MIN_OPS_TOKEN_LENGTH} characters (openssl rand -hex 32)"
+            )
+        return value
 
 
 class ApiSettings(BaseSettings):

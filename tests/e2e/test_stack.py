@@ -30,6 +30,8 @@ READY_CPU_SECONDS = 30
 READY_WITHIN_SECONDS = 60
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_LIMIT_SECONDS = 180  # `nexus up` that never says it is ready is killed (the test fails)
+#: Opens the gateway's /metrics and /version, and /_roles/<role>/version.
+OPS_TOKEN = "e2e-ops-token-0123456789abcdef0123456789"
 ROLE_PATHS = {
     "runtime-api": "/_roles/runtime-api",
     "runtime-worker": "/_roles/runtime-worker",
@@ -73,7 +75,12 @@ def cpu_seconds(pids: list[int]) -> float:
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXUS_")}
-    env.update(NEXUS_VAR_DIR=str(tmp_path / "var"), NEXUS_LOG_FORMAT="json", **extra)
+    env.update(
+        NEXUS_VAR_DIR=str(tmp_path / "var"),
+        NEXUS_LOG_FORMAT="json",
+        NEXUS_GATEWAY_OPS_TOKEN=OPS_TOKEN,
+        **extra,
+    )
     return env
 
 
@@ -162,12 +169,15 @@ def _check_stack_then_stop(proc: subprocess.Popen[str], base: int, elapsed: floa
     assert ready.status_code == 200
     assert all(check["ok"] for check in ready.json()["checks"])
     assert len(ready.json()["checks"]) == len(ROLE_PATHS)
+    ops = {"authorization": f"Bearer {OPS_TOKEN}"}
     for role, prefix in ROLE_PATHS.items():
-        version = httpx.get(f"{gateway}{prefix}/version", timeout=5)
+        version = httpx.get(f"{gateway}{prefix}/version", headers=ops, timeout=5)
         assert version.status_code == 200, role
         assert version.json()["role"] == role
         assert version.json()["engine_generation"] >= 1
-    assert httpx.get(f"{gateway}/version", timeout=5).json()["role"] == "gateway"
+        assert httpx.get(f"{gateway}{prefix}/version", timeout=5).status_code == 401
+    assert httpx.get(f"{gateway}/version", headers=ops, timeout=5).json()["role"] == "gateway"
+    assert httpx.get(f"{gateway}/version", timeout=5).status_code == 401
     # Integration fetched the sfcrm connector routes from Catalog by itself (ADR 0033): the
     # example route exists (no secret provisioned yet, so the unsigned delivery is refused)
     deadline = time.monotonic() + 20

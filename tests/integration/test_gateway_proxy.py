@@ -19,6 +19,8 @@ from tests.support.servers import closed_port_url, serving, serving_client
 pytestmark = pytest.mark.asyncio
 
 BODY_LIMIT = 64 * 1024
+OPS_TOKEN = "ops-token-for-the-gateway-tests-0123456789"
+OPS = {"authorization": f"Bearer {OPS_TOKEN}"}
 UPSTREAM_FIELDS = (
     "runtime_api_url",
     "runtime_worker_url",
@@ -66,7 +68,13 @@ async def upstream_url() -> AsyncIterator[str]:
 
 
 def gateway_settings(tmp_path, urls: dict[str, str], **extra: object):
-    return load_settings(var_dir=tmp_path, gateway_body_limit_bytes=BODY_LIMIT, **urls, **extra)
+    return load_settings(
+        var_dir=tmp_path,
+        gateway_body_limit_bytes=BODY_LIMIT,
+        gateway_ops_token=OPS_TOKEN,
+        **urls,
+        **extra,
+    )
 
 
 @pytest_asyncio.fixture
@@ -151,7 +159,8 @@ async def test_unknown_paths_and_restricted_routes_are_404(gateway: httpx.AsyncC
     # `/services/database` shares a string prefix with `/services/data`, not a segment.
     assert (await gateway.get("/services/database")).status_code == 404
     # operational routes expose only their listed sub-paths, and only for GET
-    assert (await gateway.get("/_roles/catalog/version")).status_code == 200
+    assert (await gateway.get("/_roles/catalog/version", headers=OPS)).status_code == 200
+    assert (await gateway.get("/_roles/catalog/version")).status_code == 401
     assert (await gateway.get("/_roles/catalog/internal/v1/x")).status_code == 404
     assert (await gateway.post("/_roles/catalog/version")).status_code == 404
 
@@ -188,5 +197,5 @@ async def test_readyz_lists_every_upstream_and_is_503_unless_all_ready(tmp_path)
             assert states["upstream:catalog"]["ok"] is False
             assert states["upstream:runtime-api"]["ok"] is True
 
-            version = (await client.get("/version")).json()
+            version = (await client.get("/version", headers=OPS)).json()
             assert version["route_table_version"] == load_route_table().version

@@ -7,8 +7,6 @@ only projects the neutral answer (ADR 0039).
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from nexus.apps.sfcrm.context import dialect, json_object
+from nexus.apps.sfcrm.csv_export import csv_text
 from nexus.apps.sfcrm.errors import bad_request, not_found
 from nexus.contracts.describe import FieldDescribe, ObjectDescribe
 from nexus.contracts.ui import ListResult, NavItem, ObjectInfo
@@ -432,34 +431,14 @@ async def list_export(request: Request, version: str, object_name: str, list_vie
     caller = await d.enter(request, version)
     asked = _list_query(request, {"object": object_name, "list_view": list_view})
     answer = await d.runtime.call(caller, "ui/export", asked)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([c["label"] for c in answer["columns"]])
-    for row in answer["rows"]:
-        writer.writerow(["" if v is None else _cell(v) for v in row])
+    text = csv_text([c["label"] for c in answer["columns"]], answer["rows"])
     name = "".join(ch for ch in str(answer["label"]) if ch.isalnum() or ch in " -_").strip()
     headers = {
         **d.limit_info(request),
         "Content-Disposition": f'attachment; filename="{name or "export"}.csv"',
         "X-Nexus-Truncated": "true" if answer["truncated"] else "false",
     }
-    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
-
-
-def _cell(value: Any) -> str:
-    """A CSV cell; a spreadsheet formula prefix is neutralised (CSV injection)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _number(text) else text
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
 
 
 @router.get("/search")
@@ -548,13 +527,9 @@ async def import_errors(request: Request, version: str, job_id: str) -> Response
     d = dialect(request)
     caller = await d.enter(request, version)
     answer = await d.runtime.call(caller, "imports/errors", {"id": job_id})
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["Row", "Error"])
-    for row in answer["errors"]:
-        writer.writerow([row["row"], row["error"]])
+    text = csv_text(["Row", "Error"], ([row["row"], row["error"]] for row in answer["errors"]))
     headers = {
         **d.limit_info(request),
         "Content-Disposition": f'attachment; filename="import-{job_id[:32]}-errors.csv"',
     }
-    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
+    return Response(text, media_type="text/csv; charset=utf-8", headers=headers)
