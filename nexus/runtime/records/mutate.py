@@ -269,11 +269,15 @@ async def _resolve_upserts(ctx: _Context, work: list[_Work]) -> None:
             for w in members:
                 w.fail(exc.error)
             continue
-        found = await ctx.store.existing_values(
-            ctx.view.table(obj), column_name(ext.api_name), wanted.values()
+        table = ctx.view.table(obj)
+        found = await ctx.store.existing_values(table, column_name(ext.api_name), wanted.values())
+        seen = await ctx.store.visible_ids(
+            table, found.values(), ctx.access.row_predicate(ctx.view, obj, "read")
         )
         for w in members:
             match = found.get(wanted[id(w)])
+            if match not in seen:  # a record the caller cannot see is as if absent (ADR 0069)
+                match = None
             fields = {**w.item.fields, ext.api_name: w.item.external_id}
             op = "update" if match else "create"
             w.item = w.item.model_copy(update={"op": op, "id": match, "fields": fields})

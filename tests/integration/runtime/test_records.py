@@ -384,6 +384,40 @@ async def test_duplicates_and_upsert_by_external_id(world: World) -> None:
     assert duplicate.results[0].errors[0].category == "DUPLICATE_VALUE"
 
 
+def upsert(key: str, **fields: Any) -> MutateItem:
+    return MutateItem(
+        op="upsert", object="Account", external_id_field="Ext_Key__c", external_id=key,
+        fields=fields,
+    )  # fmt: skip
+
+
+async def test_an_upsert_does_not_reveal_a_record_the_caller_cannot_see(world: World) -> None:
+    """rep2 cannot see rep1's private account: its upsert on that external id answers as a
+    create with the value does (the value is taken: what a unique field means), never the
+    `NOT_FOUND` that told "a record you cannot see holds it", and changes nothing."""
+    hidden = await new_account(world, "rep1", Ext_Key__c="K-hidden")
+    with pytest.raises(NotFound):
+        await world.read("rep2", hidden)
+    fields = {"Name": "Taken?", "Revenue__c": 1}
+    upserted = (await world.mutate("rep2", upsert("K-hidden", **fields))).results[0]
+    created = (
+        await world.mutate("rep2", create("Account", Ext_Key__c="K-hidden", **fields))
+    ).results[0]
+    assert not upserted.success
+    assert upserted.id is None
+    assert upserted.errors == created.errors
+    assert [e.category for e in upserted.errors] == ["DUPLICATE_VALUE"]
+    assert hidden not in str(upserted.errors)
+    assert (await world.read("rep1", hidden)).fields["Name"] == "Acme"  # untouched
+    fresh = (await world.mutate("rep2", upsert("K-unused", Name="New", Revenue__c=1))).results[0]
+    assert fresh.success
+    assert fresh.created
+    seen = (await world.mutate("vp", upsert("K-hidden", Name="By the manager"))).results[0]
+    assert seen.success  # who can see it updates it
+    assert not seen.created
+    assert seen.id == hidden
+
+
 @pytest.mark.parametrize("round_", range(3))
 async def test_concurrent_updates_with_one_row_version_one_wins(world: World, round_: int) -> None:
     """Writers that all read version N race: exactly one wins, the others get CONFLICT (a
