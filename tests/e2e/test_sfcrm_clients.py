@@ -25,7 +25,7 @@ from simple_salesforce.exceptions import (
 )
 
 from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import VERSION, Stack, sfcrm_stack
+from tests.e2e.sfcrm_stack import ADMIN_PASSWORD, PASSWORD, VERSION, Stack, sfcrm_stack
 
 pytestmark = pytest.mark.e2e
 JSFORCE_DIR = Path(__file__).parent / "jsforce"
@@ -544,3 +544,32 @@ def test_ui_api_admin_api_and_an_import_through_the_gateway(stack: Stack) -> Non
     )
     assert found.status_code == 200
     assert found.json()["results"][0]["records"]
+
+
+# ------------------------------------------------------------ last: what the logs kept
+# (issue 25): runs after every test above, so the roles' logs hold the whole module's traffic
+
+
+def test_the_roles_logs_hold_no_token_secret_or_value_a_client_sent(stack: Stack) -> None:
+    sf = client(stack)
+    name, external_id, literal = "Zebra Quokka 7781", "ZQ-7781-ext", "Quokka-Lit-7781"
+    assert sf.Account.upsert(f"External_Customer_Id__c/{external_id}", {"Name": name}) == 201
+    sf.query(f"SELECT Id FROM Account WHERE Name = '{literal}'")
+    answer = browser_call(stack, "rep1", "GET", f"/services/data/v{VERSION}/sobjects/Account")
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["strict-transport-security"].startswith("max-age=")
+    time.sleep(1)  # the supervisor pumps each role's output into its log line by line
+    logs = Path(stack.env["NEXUS_VAR_DIR"]) / "logs"
+    logged = "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("*.log")))
+    assert "http.request" in logged  # the access log is there: the scan reads real lines
+    sent = {
+        "record name": name,
+        "external id": external_id,
+        "SOQL literal": literal,
+        "admin password": ADMIN_PASSWORD,
+        "user password": PASSWORD,
+        "client secret": stack.client_secret,
+        **{f"{user}'s token": token for user, token in stack.tokens.items()},
+    }
+    leaked = [what for what, value in sent.items() if value and value in logged]
+    assert not leaked, f"the roles' logs hold: {leaked}"
