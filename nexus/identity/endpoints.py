@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from nexus.platform.workload import DEADLINE_HEADER, DELEGATION_HEADER, WORKLOAD
 #: no client_id still authenticate through a registered client.
 DEFAULT_CLIENT_ID = "nexus_default"
 FORM_LIMIT = 64 * 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 router = APIRouter()
 
@@ -169,6 +171,17 @@ async def _oauth_request(request: Request) -> NexusRequest:
     return NexusRequest(request.method, uri, request.headers, data)  # case-insensitive
 
 
+async def _authorize_request(request: Request) -> NexusRequest:
+    """An authorize request with printable parameters, as RFC 6749 defines them (the person's
+    password aside): authlib quotes redirect_uri and response_type in error descriptions and
+    raises, instead of answering, when one holds a control character such as CR/LF."""
+    oauth_request = await _oauth_request(request)
+    for name, value in oauth_request.payload.data.items():
+        if CONTROL.search(name) or (name != "password" and CONTROL.search(value)):
+            raise InvalidRequestError("a parameter holds a control character")
+    return oauth_request
+
+
 def _response(status: int, body: Any, headers: Any) -> Response:
     header_map = dict(headers or [])
     if status in (301, 302, 303, 307) and "Location" in header_map:
@@ -223,7 +236,7 @@ async def revoke(request: Request, state: State) -> Response:
 @router.get("/services/oauth2/authorize")
 async def authorize_page(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request)
+        oauth_request = await _authorize_request(request)
     except OAuth2Error as error:
         return _authorize_error(error)
     async with unit_of_work(state.sessions, readonly=True) as session:
@@ -248,7 +261,7 @@ async def authorize_page(request: Request, state: State) -> Response:
 @router.post("/services/oauth2/authorize")
 async def authorize_submit(request: Request, state: State) -> Response:
     try:
-        oauth_request = await _oauth_request(request)
+        oauth_request = await _authorize_request(request)
     except OAuth2Error as error:
         return _authorize_error(error)
     data = oauth_request.payload.data

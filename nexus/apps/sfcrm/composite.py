@@ -257,10 +257,18 @@ async def _subrequest(
         body = resolve_references(sub.get("body"), results)
     except UnresolvedReference as missing:
         return composite_runtime.invalid_reference(ref, str(missing))
-    if not isinstance(url, str) or not url.startswith("/services/data/"):
+    if not isinstance(url, str):
         return composite_runtime.invalid_reference(ref, "url")
+    refused = composite_runtime.url_error(url)  # checked once resolved: a value may hold `../`
+    if refused is not None:
+        return composite_runtime.error_entry(ref, refused)
     content = None if body is None else json.dumps(body)
-    reply = await client.request(method, url, headers=headers, content=content)
+    try:
+        outgoing = client.build_request(method, url, headers=headers, content=content)
+    except httpx.InvalidURL as invalid:  # percent-encoding took it past httpx's 64 KB
+        error = bad_request("INVALID_INPUT", f"a subrequest url is invalid: {invalid}")
+        return composite_runtime.error_entry(ref, error)
+    reply = await client.send(outgoing)
     answer = reply.json() if reply.content else None
     location = {}
     if reply.status_code == 201 and isinstance(answer, dict) and "id" in answer:

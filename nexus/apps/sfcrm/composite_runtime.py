@@ -10,12 +10,13 @@ subrequest by subrequest instead.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from nexus.apps.sfcrm import wire
 from nexus.apps.sfcrm.context import check_version, version_number
-from nexus.apps.sfcrm.errors import SfError, from_record_errors, from_runtime
+from nexus.apps.sfcrm.errors import SfError, bad_request, from_record_errors, from_runtime
 from nexus.apps.sfcrm.sobjects import record_fields, split_fields
 from nexus.contracts.composite import CompositeError, CompositeOutcome, CompositeResponse
 from nexus.contracts.records import ItemResult
@@ -25,6 +26,8 @@ PREFIX = "/services/data/"
 HALTED_MESSAGE = (
     "The transaction was rolled back since another operation in the same transaction failed."
 )
+MAX_URL = 64 * 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Translated:
@@ -47,10 +50,28 @@ def translate(subrequests: list[dict[str, Any]]) -> list[Translated] | None:
     return out
 
 
+def url_error(url: str) -> SfError | None:
+    """Why a subrequest url cannot be run, or None. A url becomes a request to this
+    AppService: it is a path under /services/data/ (not `//host/...`) with no `.` or `..`
+    segment, percent-encoded or not, which would normalise to a path outside it (the role's
+    own /readyz and /version), and no control character (a header injection)."""
+    if len(url) > MAX_URL:
+        return bad_request("INVALID_INPUT", f"a subrequest url has at most {MAX_URL} characters")
+    if CONTROL.search(url):
+        return bad_request("INVALID_INPUT", "a subrequest url holds a control character")
+    segments = unquote(urlsplit(url).path).split("/")
+    if not url.startswith(PREFIX) or "." in segments or ".." in segments:
+        return bad_request(
+            "INVALID_INPUT", f"a subrequest url is a path under {PREFIX} with no . or .. segment"
+        )
+    return None
+
+
 def _translate(sub: dict[str, Any]) -> Translated | None:
-    parts = urlsplit(str(sub["url"]))
-    if not parts.path.startswith(PREFIX):
+    """None also for a url `url_error` refuses: it is answered subrequest by subrequest."""
+    if url_error(str(sub["url"])) is not None:
         return None
+    parts = urlsplit(str(sub["url"]))
     version, _, rest = parts.path[len(PREFIX) :].partition("/")
     try:
         check_version(version)
@@ -132,9 +153,9 @@ def _response(t: Translated, ref: str, outcome: CompositeOutcome) -> dict[str, A
         return entry(ref, 200, wire.record(t.version, record.object, record.fields))
     result = outcome.result
     if result is None:  # pragma: no cover - Runtime answers every item
-        return _error(ref, SfError(500, "UNKNOWN_EXCEPTION", "no outcome"))
+        return error_entry(ref, SfError(500, "UNKNOWN_EXCEPTION", "no outcome"))
     if not result.success:
-        return _error(ref, from_record_errors(result.errors))
+        return error_entry(ref, from_record_errors(result.errors))
     return _saved(t, ref, result)
 
 
@@ -146,7 +167,7 @@ def _runtime_error(t: Translated, ref: str, error: CompositeError) -> dict[str, 
         base = f"{wire.base(t.version)}/sobjects/{t.object_name}"
         return entry(ref, 300, [f"{base}/{i}" for i in error.fields or {}])
     envelope = {"code": error.code, "message": error.message, "fields": error.fields}
-    return _error(ref, from_runtime(error.status, envelope))
+    return error_entry(ref, from_runtime(error.status, envelope))
 
 
 def _saved(t: Translated, ref: str, result: ItemResult) -> dict[str, Any]:
@@ -174,7 +195,7 @@ def entry(
     }
 
 
-def _error(ref: str, error: SfError) -> dict[str, Any]:
+def error_entry(ref: str, error: SfError) -> dict[str, Any]:
     return entry(ref, error.status, error.body())
 
 

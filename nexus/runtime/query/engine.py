@@ -422,12 +422,8 @@ def _compare(expr: Any, op: str, value: Any, column: _Column, present: Any) -> C
 
 def _date_range(literal: str, today: date) -> tuple[date, date]:
     """A date literal as a half-open [start, end) range of days."""
-    if literal.startswith("LAST_N_DAYS:"):
-        n = int(literal.split(":")[1])
-        return today - timedelta(days=n), today + timedelta(days=1)
-    if literal.startswith("NEXT_N_DAYS:"):
-        n = int(literal.split(":")[1])
-        return today, today + timedelta(days=n + 1)
+    if literal.startswith(("LAST_N_DAYS:", "NEXT_N_DAYS:")):
+        return _n_days(literal, today)
     one = timedelta(days=1)
     if literal in ("TODAY", "YESTERDAY", "TOMORROW"):
         day = today + {"TODAY": 0, "YESTERDAY": -1, "TOMORROW": 1}[literal] * one
@@ -449,6 +445,21 @@ def _date_range(literal: str, today: date) -> tuple[date, date]:
         return start, date(following // 12, following % 12 + 1, 1)
     year = today.year + {"THIS": 0, "LAST": -1, "NEXT": 1}[literal.split("_", maxsplit=1)[0]]
     return date(year, 1, 1), date(year + 1, 1, 1)
+
+
+def _n_days(literal: str, today: date) -> tuple[date, date]:
+    """`LAST_N_DAYS:n` / `NEXT_N_DAYS:n`; an n whose range leaves the calendar (years 1 to
+    9999) is the caller's error, not an overflow."""
+    name, _, raw = literal.partition(":")
+    last = name == "LAST_N_DAYS"
+    most = (today - date.min).days if last else (date.max - today).days - 1
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > len(str(most)) or int(digits) > most:  # no int() of 5,000 digits
+        raise SoqlError(f"{name} is at most {most} today", code="NUMBER_OUTSIDE_VALID_RANGE")
+    n = timedelta(days=int(digits))
+    if last:
+        return today - n, today + timedelta(days=1)
+    return today, today + n + timedelta(days=1)
 
 
 def _rebind(predicate: ColumnElement[bool], table: Any, alias: Any) -> ColumnElement[bool]:

@@ -8,12 +8,21 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from nexus.contracts.errors import BadRequest
 
 MAX_SOQL = 100_000
+#: Parenthesised groups and NOTs nested in one condition. SQLite's parser stack holds about 35
+#: levels of the parentheses the SQL spells them with (a NOT can add two).
+MAX_NESTING = 20
+#: Tests in one statement. SQLite refuses expressions deeper than 1000, and `a OR b OR ...`
+#: is as deep as it is long; an INCLUDES or EXCLUDES value is four tests in SQL.
+MAX_TERMS = 300
+MAX_OFFSET = 2000  # as Salesforce
+MAX_LIMIT = 2**31 - 1  # SOQL's integer; the databases take no more than 64 bits
+_COMPARISONS = {"compare", "like", "in_", "not_in", "includes", "excludes"}
 
 
 class SoqlError(BadRequest):
@@ -105,7 +114,56 @@ def _parse(text: str, start: str, code: str, what: str) -> Any:
         raise SoqlError(
             f"malformed {what} at line {exc.line}, column {exc.column}", code=code
         ) from None
+    _check_size(tree, code, what)
     return _Build().transform(tree)
+
+
+def _check_size(tree: Tree[Token], code: str, what: str) -> None:
+    """Refuse what the steps after parsing cannot take: the tree transform and the SQL
+    compiler recurse once per nesting level (Python's stack), SQLite bounds nesting and
+    expression depth, and LIMIT and OFFSET become 64-bit SQL integers. Iterative, so a query
+    nested 5,000 deep is refused here rather than overflowing the stack."""
+    terms = 0
+    stack: list[tuple[Tree[Token], int]] = [(tree, -1)]  # a WHERE's condition is one `or_`
+    while stack:
+        node, nesting = stack.pop()
+        if node.data in ("or_", "not_"):  # and so is each parenthesised group
+            nesting += 1
+            if nesting > MAX_NESTING:
+                raise SoqlError(
+                    f"conditions nest deeper than {MAX_NESTING} levels of parentheses and NOT",
+                    code=code,
+                )
+        elif node.data in _COMPARISONS:
+            terms += _tests(node)
+        elif node.data in ("limit", "offset"):
+            _bounded(node, MAX_LIMIT if node.data == "limit" else MAX_OFFSET)
+        stack.extend((child, nesting) for child in node.children if isinstance(child, Tree))
+    if terms > MAX_TERMS:
+        raise SoqlError(
+            f"a {what} has at most {MAX_TERMS} conditions "
+            "(each INCLUDES or EXCLUDES value counts as 4)",
+            code=code,
+        )
+
+
+def _tests(comparison: Tree[Token]) -> int:
+    """The SQL tests a comparison becomes: INCLUDES and EXCLUDES test each value four ways."""
+    if comparison.data in ("includes", "excludes"):
+        values: Tree[Token] = comparison.children[1]  # type: ignore[assignment]  # grammar
+        return 4 * len(values.children)
+    return 1
+
+
+def _bounded(clause: Tree[Token], maximum: int) -> None:
+    """`LIMIT n` / `OFFSET n` with n at most `maximum` (no int() of 5,000 digits)."""
+    digits = str(clause.children[0]).lstrip("0")
+    if len(digits) > len(str(maximum)) or int(digits or 0) > maximum:
+        raise SoqlError(
+            f"{clause.data.upper()} is at most {maximum} "
+            f"(line {clause.meta.line}, column {clause.meta.column})",
+            code="NUMBER_OUTSIDE_VALID_RANGE",
+        )
 
 
 @lru_cache(maxsize=512)

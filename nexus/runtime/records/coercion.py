@@ -97,11 +97,18 @@ def _number(field: FieldDef, value: Any) -> Decimal:
     if not number.is_finite():
         raise _bad(field, "not a finite number")
     precision, scale = field.effective_precision
+    digits = precision - scale
+    if number and number.adjusted() >= digits:  # quantize raises past 28 digits: check first
+        raise _out_of_range(field, digits)
     rounded = number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
     integer_digits = len(str(abs(rounded).to_integral_value(rounding="ROUND_DOWN")).lstrip("0"))
-    if integer_digits > precision - scale:
-        raise _bad(field, f"number outside the valid range ({precision - scale} integer digits)")
+    if integer_digits > digits:  # rounding can add one (99.995 -> 100.00)
+        raise _out_of_range(field, digits)
     return rounded
+
+
+def _out_of_range(field: FieldDef, digits: int) -> InvalidValue:
+    return _bad(field, f"number outside the valid range ({digits} integer digits)")
 
 
 def _date(field: FieldDef, value: Any) -> date:
