@@ -172,6 +172,9 @@ def _model(model: type[M], name: str, raw: bytes, problems: list[PackageProblem]
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         problems.append(PackageProblem(name, "(file)", f"not YAML: {type(exc).__name__}"))
         return None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        problems.append(PackageProblem(name, "(file)", "not YAML: nested too deeply"))
+        return None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

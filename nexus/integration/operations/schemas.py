@@ -33,11 +33,22 @@ def encode_cursor(cursor: tuple[int, str] | None) -> str | None:
     return None if cursor is None else f"{cursor[0]}.{cursor[1]}"
 
 
+#: the largest millisecond time a cursor may carry: the columns it is compared with are
+#: signed 64-bit (a larger one is an overflow in the driver, not an empty page)
+MAX_CURSOR_MS = 2**63 - 1
+
+
 def decode_cursor(raw: str | None) -> tuple[int, str] | None:
     if not raw:
         return None
     ms, _, work_id = raw.partition(".")
-    if not ms.isdigit() or not work_id:
+    # ASCII digits only: str.isdigit() also accepts superscripts, which int() refuses
+    if (
+        not (ms.isascii() and ms.isdigit())
+        or len(ms) > 19
+        or int(ms) > MAX_CURSOR_MS
+        or not work_id
+    ):
         raise ValueError("a cursor is what a previous page returned as next_cursor")
     return int(ms), work_id
 
