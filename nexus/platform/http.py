@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import structlog
@@ -22,10 +23,17 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nexus import __version__
-from nexus.contracts.errors import ErrorBody, NexusError
+from nexus.contracts.errors import (
+    BadRequest,
+    ErrorBody,
+    MethodNotAllowed,
+    NexusError,
+    NotFound,
+)
 from nexus.contracts.ops import CheckResult, Health, Readiness, VersionInfo
 from nexus.platform.draining import is_draining
 from nexus.platform.observability import (
@@ -190,6 +198,17 @@ def error_response(error: NexusError, request_id: str | None) -> JSONResponse:
     return JSONResponse(error.body(request_id), status_code=error.status)
 
 
+def framework_error(request: Request, exc: StarletteHTTPException) -> NexusError:
+    """What Starlette or FastAPI refused before any Nexus code ran, as a Nexus error: a path
+    no route takes (404), a method it does not take (405), a body that could not be parsed
+    (400: e.g. JSON nested too deeply for the parser)."""
+    if exc.status_code == HTTPStatus.BAD_REQUEST:
+        return BadRequest("the request body could not be parsed", code="MALFORMED_BODY")
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        return MethodNotAllowed("method not allowed")
+    return NotFound(f"no route for {request.method} {request.url.path}")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def nexus_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, NexusError):  # pragma: no cover - registered for NexusError
@@ -210,8 +229,15 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         return JSONResponse(body.model_dump(exclude_none=True), status_code=400)
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
+            raise exc
+        error = framework_error(request, exc)
+        return error_response(error, getattr(request.state, "request_id", None))
+
     app.add_exception_handler(NexusError, nexus_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
 
 
 @dataclass

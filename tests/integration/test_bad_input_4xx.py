@@ -200,3 +200,25 @@ async def test_a_number_past_28_digits_is_outside_the_valid_range(
     assert "outside the valid range" in message
     assert reply.json()[0]["fields"] == [field]
     assert await accounts_named(stack, marker) == 0
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past the JSON parser's recursion limit
+
+
+async def test_a_body_nested_past_the_json_parser_is_a_parse_error(stack: UiStack) -> None:
+    dialect = await sfcrm(
+        stack,
+        "POST",
+        "/sobjects/Account",
+        content=DEEP_JSON,
+        headers={"Content-Type": "application/json"},
+    )
+    refused(dialect, 400, "JSON_PARSER_ERROR")
+    async with httpx.AsyncClient(base_url=stack.runtime_url, timeout=60) as client:
+        plain = await client.post(  # a FastAPI body model: the Nexus envelope
+            "/admin/v1/runtime/users",
+            content=DEEP_JSON,
+            headers=stack.headers("admin") | {"Content-Type": "application/json"},
+        )
+    assert plain.status_code == 400, plain.text
+    assert plain.json()["code"] == "MALFORMED_BODY"

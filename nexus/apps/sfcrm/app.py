@@ -24,10 +24,10 @@ from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
 from nexus.apps.sfcrm.runtime_client import RuntimeClient, runtime_session
 from nexus.contracts.catalog import Snapshot
-from nexus.contracts.errors import NexusError, NotFound
+from nexus.contracts.errors import NexusError
 from nexus.contracts.roles import Role
 from nexus.platform.catalog_follower import following
-from nexus.platform.http import OpsInfo, create_role_app, error_response
+from nexus.platform.http import OpsInfo, create_role_app, error_response, framework_error
 from nexus.platform.settings import Settings
 from nexus.platform.workload import WorkloadSigner, ensure_workload_keys, workload_key_dir
 
@@ -38,11 +38,6 @@ PREFIX = "/services/data"
 RUNTIME_CONNECTIONS = 256
 USAGE_REPORT_SECONDS = 1.0
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-
-
-class MethodNotAllowed(NexusError):
-    status = 405
-    default_code = "METHOD_NOT_ALLOWED"
 
 
 class TrailingSlash:
@@ -85,14 +80,12 @@ def install_dialect_errors(app: FastAPI) -> None:
         if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
             raise exc
         if not request.url.path.startswith(PREFIX):  # the role's own paths: Nexus envelope
-            plain = (
-                MethodNotAllowed("method not allowed")
-                if exc.status_code == 405
-                else NotFound(f"no route for {request.method} {request.url.path}")
-            )
+            plain = framework_error(request, exc)
             return error_response(plain, getattr(request.state, "request_id", None))
         if exc.status_code == 405:
             error = SfError(405, "METHOD_NOT_ALLOWED", "HTTP method not allowed")
+        elif exc.status_code == 400:  # a body FastAPI could not parse (JSON nested too deep)
+            error = SfError(400, "JSON_PARSER_ERROR", "The request body could not be parsed")
         else:
             error = SfError(exc.status_code, "NOT_FOUND", "The requested resource does not exist")
         return await dialect_error(request, error)
