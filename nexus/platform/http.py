@@ -23,6 +23,8 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,6 +35,7 @@ from nexus.contracts.errors import (
     MethodNotAllowed,
     NexusError,
     NotFound,
+    ServiceUnavailable,
 )
 from nexus.contracts.ops import CheckResult, Health, Readiness, VersionInfo
 from nexus.platform.draining import is_draining
@@ -198,6 +201,10 @@ def error_response(error: NexusError, request_id: str | None) -> JSONResponse:
     return JSONResponse(error.body(request_id), status_code=error.status)
 
 
+#: What a 503 for a busy database tells the caller to wait before retrying.
+DATABASE_RETRY_AFTER_SECONDS = 1
+
+
 def framework_error(request: Request, exc: StarletteHTTPException) -> NexusError:
     """What Starlette or FastAPI refused before any Nexus code ran, as a Nexus error: a path
     no route takes (404), a method it does not take (405), a body that could not be parsed
@@ -235,9 +242,23 @@ def install_error_handlers(app: FastAPI) -> None:
         error = framework_error(request, exc)
         return error_response(error, getattr(request.state, "request_id", None))
 
+    async def database_busy(request: Request, exc: Exception) -> Response:
+        """The database did not take the transaction in time: every pooled connection in use
+        past the pool timeout, SQLite's write lock held past the busy timeout, an InnoDB lock
+        wait or deadlock, or the server unreachable. Nothing was written; the caller may
+        retry: 503 with Retry-After, never a 500 (and never the driver's text: it can quote
+        SQL and values)."""
+        log.warning("http.database_busy", error=type(exc).__name__)
+        error = ServiceUnavailable("the database is busy: retry shortly", code="DATABASE_BUSY")
+        response = error_response(error, getattr(request.state, "request_id", None))
+        response.headers["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+        return response
+
     app.add_exception_handler(NexusError, nexus_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(PoolTimeout, database_busy)
+    app.add_exception_handler(OperationalError, database_busy)
 
 
 @dataclass
