@@ -38,6 +38,7 @@ from nexus.contracts.errors import (
     ServiceUnavailable,
 )
 from nexus.contracts.ops import CheckResult, Health, Readiness, VersionInfo
+from nexus.platform.db.errors import is_busy
 from nexus.platform.draining import is_draining
 from nexus.platform.observability import (
     BUILD_INFO,
@@ -248,6 +249,8 @@ def install_error_handlers(app: FastAPI) -> None:
         wait or deadlock, or the server unreachable. Nothing was written; the caller may
         retry: 503 with Retry-After, never a 500 (and never the driver's text: it can quote
         SQL and values)."""
+        if isinstance(exc, OperationalError) and not is_busy(exc):
+            raise exc  # a fault in the statement or the schema: the 500 it is
         log.warning("http.database_busy", error=type(exc).__name__)
         error = ServiceUnavailable("the database is busy: retry shortly", code="DATABASE_BUSY")
         response = error_response(error, getattr(request.state, "request_id", None))

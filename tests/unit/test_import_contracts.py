@@ -28,7 +28,7 @@ def _probe_tree(tmp_path: Path) -> Path:
         source.write_text(re.sub(r"\bnexus\b(?=[.\s])", "nexusprobe", text))
     config = (ROOT / "pyproject.toml").read_text()
     section = config[config.index("[tool.importlinter]") :]
-    (tmp_path / ".importlinter.toml").write_text(re.sub(r'"nexus(?=[."])', '"nexusprobe', section))
+    (tmp_path / ".importlinter.toml").write_text(re.sub(r"\bnexus(?=[.\"])", "nexusprobe", section))
     return tmp_path
 
 
