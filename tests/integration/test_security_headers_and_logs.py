@@ -24,19 +24,13 @@ from nexus.gateway.app import create_app as create_gateway_app
 from nexus.platform.observability import configure_logging
 from nexus.platform.settings import SettingsError, load_settings
 from nexus.platform.tls import ensure_local_tls
+from tests.integration.test_gateway_proxy import UPSTREAM_FIELDS
 from tests.support.servers import closed_port_url, serving, serving_client
 
 pytestmark = pytest.mark.asyncio
 
 OPS_TOKEN = "ops-token-for-the-security-tests-0123456789"
 OPS = {"authorization": f"Bearer {OPS_TOKEN}"}
-UPSTREAM_FIELDS = (
-    "runtime_api_url",
-    "runtime_worker_url",
-    "catalog_url",
-    "integration_url",
-    "app_sfcrm_url",
-)
 NOSNIFF = "x-content-type-options"
 HSTS = "strict-transport-security"
 EXTERNAL_ID = "EXT-SECRET-4711"

@@ -1307,12 +1307,11 @@ class WorkStore:
         heads may pass on (`_move_lanes`)."""
         by_lane = {h.lane_key: h for h in heads}
         passed: list[Claimed] = []
-        returning = holder is not None and backend_of(conn).update_returning
+        returning = backend_of(conn).update_returning
         for step in _one_per_lane([(h.lane_key, h.lane_seq) for h in heads]):
             keys = [k for k, _ in step]
             params = {"b_family": family, "b_keys": keys, "b_heads": step}
-            if returning:
-                assert holder is not None  # noqa: S101 - `returning` says so
+            if holder is not None and returning:
                 passed += await self._pass_returning(conn, family, by_lane, params, holder)
                 continue
             await fast_sql.execute(conn, self._advance_lanes, params)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -90,7 +92,17 @@ async def test_client_credentials_act_as_the_run_as_user(identity: Identity) -> 
     assert info.json()["preferred_username"] == "alice@example.com"
 
 
-async def test_authorization_code_with_pkce_then_refresh_rotation(identity: Identity) -> None:
+@dataclass
+class CodeFlow:
+    token: dict[str, Any]  # the token response
+    location: str  # where the sign-in redirected the browser (code and state)
+    state: str
+    verifier: str
+
+
+async def alice_by_code(identity: Identity) -> CodeFlow:
+    """Alice signs in on the public client: authorization code with PKCE, `api
+    refresh_token`, through the login page; the code is exchanged once."""
     verifier = generate_token(64)
     async with oauth_client(
         identity,
@@ -108,15 +120,22 @@ async def test_authorization_code_with_pkce_then_refresh_rotation(identity: Iden
             )
         assert answer.status_code == 302
         location = answer.headers["location"]
-        assert location.startswith(REDIRECT)
-        assert parse_qs(urlsplit(location).query)["state"] == [state]
         token = await client.fetch_token(
             f"{identity.url}{TOKEN_PATH}", authorization_response=location, code_verifier=verifier
         )
-        assert token["refresh_token"]
-        assert set(token["scope"].split()) == {"api", "refresh_token"}
-        assert (await userinfo(identity, token["access_token"])).status_code == 200
+    return CodeFlow(dict(token), location, state, verifier)
 
+
+async def test_authorization_code_with_pkce_then_refresh_rotation(identity: Identity) -> None:
+    flow = await alice_by_code(identity)
+    assert flow.location.startswith(REDIRECT)
+    assert parse_qs(urlsplit(flow.location).query)["state"] == [flow.state]
+    token = flow.token
+    assert token["refresh_token"]
+    assert set(token["scope"].split()) == {"api", "refresh_token"}
+    assert (await userinfo(identity, token["access_token"])).status_code == 200
+
+    async with oauth_client(identity, "public") as client:
         first_refresh = token["refresh_token"]
         rotated = await client.refresh_token(
             f"{identity.url}{TOKEN_PATH}", refresh_token=first_refresh

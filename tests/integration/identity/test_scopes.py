@@ -12,7 +12,6 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from nexus.apps.sfcrm.errors import from_runtime
 from nexus.contracts.operators import OPERATOR_CHECK_PATH
 from nexus.identity import admin
 from nexus.identity.service import NewClient
@@ -35,20 +34,30 @@ async def every_scope(identity: Identity) -> NewClient:
     )
 
 
-async def token(identity: Identity, client: NewClient, scope: str) -> tuple[str, str]:
-    """(access token, the scopes it was granted) for the admin user, asking for `scope`."""
+async def sign_in(identity: Identity, client: NewClient | None, scope: str) -> httpx.Response:
+    """The admin user's password sign-in through `client` (None: the deployment's default
+    password client), asking for `scope` (empty: the client's default)."""
+    credentials = (
+        {}
+        if client is None
+        else {"client_id": client.client_id, "client_secret": client.client_secret or ""}
+    )
     async with httpx.AsyncClient(base_url=identity.url) as http:
-        answer = await http.post(
+        return await http.post(
             "/services/oauth2/token",
             data={
                 "grant_type": "password",
                 "username": "admin",
                 "password": ADMIN_PASSWORD,
-                "client_id": client.client_id,
-                "client_secret": client.client_secret or "",
-                "scope": scope,
+                **credentials,
+                **({"scope": scope} if scope else {}),
             },
         )
+
+
+async def token(identity: Identity, client: NewClient | None, scope: str) -> tuple[str, str]:
+    """(access token, the scopes it was granted) for the admin user, asking for `scope`."""
+    answer = await sign_in(identity, client, scope)
     assert answer.status_code == 200, answer.text
     body = answer.json()
     return body["access_token"], body.get("scope", "")
@@ -114,34 +123,13 @@ async def test_a_token_reaches_only_what_its_scopes_allow(
 async def test_a_scope_the_client_lacks_is_refused_at_issuance(
     identity: Identity, every_scope: NewClient
 ) -> None:
-    async with httpx.AsyncClient(base_url=identity.url) as http:
-        answer = await http.post(
-            "/services/oauth2/token",
-            data={
-                "grant_type": "password",
-                "username": "admin",
-                "password": ADMIN_PASSWORD,
-                "client_id": every_scope.client_id,
-                "client_secret": every_scope.client_secret or "",
-                "scope": "full",  # not one this client is registered with
-            },
-        )
+    answer = await sign_in(identity, every_scope, "full")  # not one this client holds
     assert answer.status_code == 400
     assert answer.json()["error"] == "invalid_scope"
 
 
 async def test_full_reaches_everything(identity: Identity) -> None:
     # the password sign-in client of a new deployment holds `api full`
-    async with httpx.AsyncClient(base_url=identity.url) as http:
-        answer = await http.post(
-            "/services/oauth2/token",
-            data={"grant_type": "password", "username": "admin", "password": ADMIN_PASSWORD},
-        )
-    assert "full" in answer.json()["scope"].split()
-    assert set((await reaches(identity, answer.json()["access_token"])).values()) == {200}
-
-
-async def test_the_dialect_answers_a_token_without_api_as_salesforce_does() -> None:
-    refused = from_runtime(403, {"code": "INSUFFICIENT_SCOPE", "message": "needs api"})
-    assert (refused.status, refused.code) == (401, "INVALID_SESSION_ID")
-    assert refused.message == "This session is not valid for use with the REST API"
+    access_token, scope = await token(identity, None, "")
+    assert "full" in scope.split()
+    assert set((await reaches(identity, access_token)).values()) == {200}

@@ -9,16 +9,14 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from authlib.common.security import generate_token
 
 from nexus.platform.secrets import workload_signer
 from tests.integration.identity.conftest import (
     ALICE_PASSWORD,
     REDIRECT,
     Identity,
-    sign_in_through_login_page,
 )
-from tests.integration.identity.test_oauth_flows import TOKEN_PATH, oauth_client, userinfo
+from tests.integration.identity.test_oauth_flows import TOKEN_PATH, alice_by_code, userinfo
 from tests.integration.identity.test_token_validation import _ring, _valid_token
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -50,27 +48,10 @@ async def test_a_delegation_expires_with_its_access_token(identity: Identity) ->
 
 
 async def test_a_replayed_code_is_refused_and_revokes_what_it_issued(identity: Identity) -> None:
-    verifier = generate_token(64)
-    async with oauth_client(
-        identity,
-        "public",
-        redirect_uri=REDIRECT,
-        scope="api refresh_token",
-        code_challenge_method="S256",
-    ) as client:
-        url, _ = client.create_authorization_url(
-            f"{identity.url}/services/oauth2/authorize", code_verifier=verifier
-        )
-        async with httpx.AsyncClient(base_url=identity.url) as browser:
-            answer = await sign_in_through_login_page(
-                browser, url, username="alice@example.com", password=ALICE_PASSWORD
-            )
-        location = answer.headers["location"]
-        token = await client.fetch_token(
-            f"{identity.url}{TOKEN_PATH}", authorization_response=location, code_verifier=verifier
-        )
+    flow = await alice_by_code(identity)
+    token = flow.token
     assert (await userinfo(identity, token["access_token"])).status_code == 200
-    code = dict(httpx.URL(location).params)["code"]
+    code = dict(httpx.URL(flow.location).params)["code"]
     async with httpx.AsyncClient(base_url=identity.url) as raw:
         replay = await raw.post(
             TOKEN_PATH,
@@ -78,7 +59,7 @@ async def test_a_replayed_code_is_refused_and_revokes_what_it_issued(identity: I
                 "grant_type": "authorization_code",
                 "code": code,
                 "redirect_uri": REDIRECT,
-                "code_verifier": verifier,
+                "code_verifier": flow.verifier,
                 "client_id": identity.public.client_id,
             },
         )
