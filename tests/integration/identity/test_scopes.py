@@ -12,6 +12,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from nexus.apps.sfcrm.errors import from_runtime
 from nexus.contracts.operators import OPERATOR_CHECK_PATH
 from nexus.identity import admin
 from nexus.identity.service import NewClient
@@ -133,3 +134,9 @@ async def test_full_reaches_everything(identity: Identity) -> None:
     access_token, scope = await token(identity, None, "")
     assert "full" in scope.split()
     assert set((await reaches(identity, access_token)).values()) == {200}
+
+
+async def test_the_dialect_answers_a_token_without_api_as_salesforce_does() -> None:
+    refused = from_runtime(403, {"code": "INSUFFICIENT_SCOPE", "message": "needs api"})
+    assert (refused.status, refused.code) == (401, "INVALID_SESSION_ID")
+    assert refused.message == "This session is not valid for use with the REST API"
