@@ -147,18 +147,7 @@ class Stack:
     roles: dict[str, Role] = field(default_factory=dict)
 
     async def records(self, prefix: str) -> dict[str, int]:
-        """External id -> row version of the Contacts whose external id starts with prefix."""
-        async with unit_of_work(session_factory(self.runtime.engine), readonly=True) as session:
-            view = await MetadataCache().view(session, self.runtime.org_id)
-            obj = view.object("Contact")
-            assert obj is not None
-            table = view.table(obj)
-            rows = await session.execute(
-                select(table.c.external_id__c, table.c.row_version).where(
-                    table.c.external_id__c.startswith(prefix)
-                )
-            )
-            return {r[0]: r[1] for r in rows}
+        return await contact_versions(self.runtime, prefix)
 
     async def work_states(self) -> dict[str, int]:
         """Integration WorkItems by state."""
@@ -177,11 +166,30 @@ class Stack:
             return int((await conn.execute(query)).scalar_one())
 
     async def inbox_states(self) -> dict[str, int]:
-        """Runtime's inbox commands by state."""
-        items = inbox_tables.inbox.items
-        async with reading(self.runtime.engine) as conn:
-            rows = await conn.execute(select(items.c.state, func.count()).group_by(items.c.state))
-            return {r[0]: int(r[1]) for r in rows}
+        return await inbox_states(self.runtime)
+
+
+async def contact_versions(runtime: RuntimeDb, prefix: str) -> dict[str, int]:
+    """External id -> row version of the Contacts whose external id starts with prefix."""
+    async with unit_of_work(session_factory(runtime.engine), readonly=True) as session:
+        view = await MetadataCache().view(session, runtime.org_id)
+        obj = view.object("Contact")
+        assert obj is not None
+        table = view.table(obj)
+        rows = await session.execute(
+            select(table.c.external_id__c, table.c.row_version).where(
+                table.c.external_id__c.startswith(prefix)
+            )
+        )
+        return {r[0]: r[1] for r in rows}
+
+
+async def inbox_states(runtime: RuntimeDb) -> dict[str, int]:
+    """Runtime's inbox commands by state."""
+    items = inbox_tables.inbox.items
+    async with reading(runtime.engine) as conn:
+        rows = await conn.execute(select(items.c.state, func.count()).group_by(items.c.state))
+        return {r[0]: int(r[1]) for r in rows}
 
 
 def role_env(tmp: Path, backend: Backend, runtime_api_port: int, org_id: str) -> dict[str, str]:

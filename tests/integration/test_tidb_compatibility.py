@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.contracts.roles import LogicalService
 from nexus.integration.ingress.repository import ReceiptRow, store_receipts
+from nexus.platform.db.backend import skips_locked
 from nexus.platform.db.engine import create_engine
 from nexus.platform.migrations import upgrade_to_head
 from nexus.platform.workqueue import operate
@@ -81,6 +82,10 @@ DIFFERENCES = (
         r"\bSKIP\s+LOCKED\b",
         r"[\"'][^\"'\n`]*SKIP LOCKED|skip_locked\s*=\s*True",  # a string, not a comment
         "parsed and ignored: concurrent claims would read the same rows",
+        # the reclaim sweep: not a claim (each row is a CAS on its token), only passes over
+        # rows a frozen holder keeps locked, and only where `skips_locked` (never TiDB)
+        "nexus/platform/workqueue/store.py",
+        "nexus/platform/db/backend.py",
     ),
     rule(
         "NOWAIT",
@@ -292,7 +297,8 @@ async def test_no_sql_feature_nexus_emits_is_one_tidb_lacks(captured: Captured) 
 
 async def test_the_guarded_features_take_tidbs_path() -> None:
     """FULLTEXT: the search migration skips the index and the search engine uses LIKE on a
-    server whose version says TiDB; the MariaDB session variable is set only on MariaDB."""
+    server whose version says TiDB; the MariaDB session variable is set only on MariaDB;
+    the reclaim sweep's SKIP LOCKED is not sent to TiDB."""
 
     class Dialect:
         name = "mysql"
@@ -305,6 +311,7 @@ async def test_the_guarded_features_take_tidbs_path() -> None:
         def get_bind(self) -> Bind:
             return Bind()
 
+    assert not skips_locked(Session())  # the reclaim sweep waits there, as a CAS it is safe
     assert choose_mode(Session(), [Token("acme", prefix=False)]) == "like"  # type: ignore[arg-type]
     assert choose_mode(Session(), [Token("acme", prefix=False)]) != "fulltext"  # type: ignore[arg-type]
     migration = (ROOT / "nexus/migrations/runtime/versions/runtime_0005_search.py").read_text()

@@ -54,7 +54,7 @@ async def test_a_held_turn_is_waited_for_in_order_and_given_up_after_its_timeout
 
 
 async def test_a_waiter_gets_the_lock_the_moment_the_holder_lets_go(tmp_path: Path) -> None:
-    path = str(tmp_path / "db-writers.lock")
+    path = str(tmp_path / "db")
     holder, waiter = _FileLock(path), _FileLock(path)  # two open files: as two processes
     assert holder.try_acquire()
     assert not waiter.try_acquire()
@@ -73,7 +73,7 @@ async def test_a_waiter_gets_the_lock_the_moment_the_holder_lets_go(tmp_path: Pa
 
 
 async def test_a_wait_that_timed_out_never_holds_the_lock(tmp_path: Path) -> None:
-    path = str(tmp_path / "db-writers.lock")
+    path = str(tmp_path / "db")
     holder, waiter, third = _FileLock(path), _FileLock(path), _FileLock(path)
     assert holder.try_acquire()
     assert await waiter.acquire(0.1) is False  # gave up: the caller goes ahead without it
@@ -84,7 +84,7 @@ async def test_a_wait_that_timed_out_never_holds_the_lock(tmp_path: Path) -> Non
 
 
 async def test_a_cancelled_wait_never_holds_the_lock(tmp_path: Path) -> None:
-    path = str(tmp_path / "db-writers.lock")
+    path = str(tmp_path / "db")
     holder, waiter, third = _FileLock(path), _FileLock(path), _FileLock(path)
     assert holder.try_acquire()
     waiting = asyncio.create_task(waiter.acquire(5.0))
@@ -101,7 +101,7 @@ async def test_a_cancelled_wait_never_holds_the_lock(tmp_path: Path) -> None:
 async def test_a_process_waiting_for_the_turn_still_exits_when_told_to(tmp_path: Path) -> None:
     """A role stopped while another process holds the write turn exits at once; its waiter
     thread (blocked in the kernel) does not keep the interpreter alive."""
-    path = str(tmp_path / "db-writers.lock")
+    path = str(tmp_path / "db")
     holder = _FileLock(path)
     assert holder.try_acquire()
     script = (

@@ -117,13 +117,33 @@ MYSQL = Backend(
 _BY_DIALECT = {b.dialect: b for b in (SQLITE, MYSQL)}
 
 
-def backend_of(bind: Any) -> Backend:
-    """The backend of an engine, connection or session (sync or async), or of a dialect."""
+def _dialect_of(bind: Any) -> Any:
     dialect = getattr(bind, "dialect", None)
     if dialect is None and hasattr(bind, "get_bind"):
         dialect = bind.get_bind().dialect
-    name = getattr(dialect or bind, "name", None)
+    return dialect or bind
+
+
+def backend_of(bind: Any) -> Backend:
+    """The backend of an engine, connection or session (sync or async), or of a dialect."""
+    name = getattr(_dialect_of(bind), "name", None)
     try:
         return _BY_DIALECT[str(name)]
     except KeyError:
         raise ValueError(f"unsupported database dialect {name!r}") from None
+
+
+def skips_locked(bind: Any) -> bool:
+    """Whether the server honours `SELECT ... FOR UPDATE SKIP LOCKED` (MariaDB 10.6+,
+    MySQL 8): it passes over rows another open transaction holds. TiDB parses and ignores
+    it (it would wait), older servers refuse it, SQLite has one writer (nothing to skip).
+    Never the way work is claimed (claims are compare-and-set on the row); only so a sweep
+    does not queue behind a holder that may be frozen with its row locks."""
+    dialect = _dialect_of(bind)
+    if backend_of(dialect).one_writer:
+        return False
+    info = tuple(dialect.server_version_info or ())
+    if "tidb" in " ".join(str(part) for part in info).lower():
+        return False
+    numbers = tuple(part for part in info[:2] if isinstance(part, int))
+    return numbers >= ((10, 6) if getattr(dialect, "is_mariadb", False) else (8, 0))

@@ -55,7 +55,13 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nexus.platform.db import fast_sql
-from nexus.platform.db.backend import backend_of, insert_ignore, ordered_join, upsert
+from nexus.platform.db.backend import (
+    backend_of,
+    insert_ignore,
+    ordered_join,
+    skips_locked,
+    upsert,
+)
 from nexus.platform.db.clock import db_now_ms, read_now_ms
 from nexus.platform.workqueue.keys import SEPARATOR, installation_of, org_of
 from nexus.platform.workqueue.tables import WorkTables
@@ -1424,31 +1430,37 @@ class WorkStore:
     ) -> int:
         """Expired `processing` rows go back to `pending` (CAS on their old token, so a
         concurrent sweep or a late renewal cannot double it); an item whose lease expired on
-        its last attempt is dead. Their target lanes are freed. Returns the number reclaimed."""
+        its last attempt is dead. Their target lanes are freed. Returns the number reclaimed.
+
+        A row still held by an open transaction (its holder is finishing it, or is frozen
+        mid-commit: a stopped process keeps its row locks) is passed over where the backend
+        can (`skips_locked`), not waited for: the sweep runs in the claim loop, and a wait of
+        the lock timeout there would stop this worker claiming anything."""
         items = self.t.items
         now = db_now_ms()
-        expired = list(
-            await conn.execute(
-                select(
-                    items.c.id,
-                    items.c.lease_token,
-                    items.c.attempt,
-                    items.c.max_attempts,
-                    items.c.lane_key,
-                    items.c.lane_seq,
-                    items.c.queue_class,
-                    items.c.target_key,
-                )
-                .where(
-                    items.c.family == family,
-                    items.c.queue_class == queue_class,
-                    items.c.state == PROCESSING,
-                    items.c.run_after < now,
-                )
-                .order_by(items.c.run_after, items.c.id)
-                .limit(limit)
+        query = (
+            select(
+                items.c.id,
+                items.c.lease_token,
+                items.c.attempt,
+                items.c.max_attempts,
+                items.c.lane_key,
+                items.c.lane_seq,
+                items.c.queue_class,
+                items.c.target_key,
             )
+            .where(
+                items.c.family == family,
+                items.c.queue_class == queue_class,
+                items.c.state == PROCESSING,
+                items.c.run_after < now,
+            )
+            .order_by(items.c.run_after, items.c.id)
+            .limit(limit)
         )
+        if skips_locked(conn):
+            query = query.with_for_update(skip_locked=True)
+        expired = list(await conn.execute(query))
         if not expired:
             return 0
         count = 0

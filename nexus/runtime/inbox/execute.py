@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.platform.db.engine import unit_of_work
+from nexus.platform.failpoints import freeze_at
 from nexus.platform.observability import get_logger
 from nexus.platform.periodic import unless_cancelled
 from nexus.platform.workqueue.store import Claimed
@@ -41,6 +42,9 @@ GROUP_MAX = 64
 #: runs, so a signal sent "mid-run" lands while commands are held however fast groups are.
 FAILPOINT_SLOW_GROUPS = "inbox.slow_groups"
 SLOW_GROUP_SECONDS = 0.1
+#: `NEXUS_FAILPOINT` value (tests): the first group stops the process (SIGSTOP) after its
+#: changes and completions are written, before its commit: a process frozen mid-transaction.
+FAILPOINT_FREEZE_IN_GROUP = "inbox.freeze_in_group"
 
 GROUP_COMMANDS = Histogram(
     "nexus_inbox_group_commands",
@@ -82,6 +86,7 @@ class CommandExecutor:
         self.sessions = sessions
         self.group_max = group_max
         self.pause_s = SLOW_GROUP_SECONDS if failpoint == FAILPOINT_SLOW_GROUPS else 0.0
+        self.failpoint = failpoint
         self.metadata = MetadataCache()
         self.access = AccessCache()
         self.worker: Worker | None = None
@@ -153,6 +158,7 @@ class CommandExecutor:
             async with unit_of_work(self.sessions) as session:
                 run = GroupRun(session, worker, self.metadata, self.access, commands)
                 outcomes = await run.run()
+                freeze_at(self.failpoint, FAILPOINT_FREEZE_IN_GROUP)
         except GroupAborted as aborted:  # rolled back: one transaction per command
             self.stats.fallbacks += 1
             log.info("inbox.group_aborted", commands=len(group))

@@ -16,9 +16,11 @@ committed or rolled back:
    file: a waiting process blocks in the kernel (on a small thread of its own, never on the
    event loop) and is woken the moment the holder lets go, instead of polling.
 Then `BEGIN IMMEDIATE` finds the write lock free. If a step cannot be had within the busy
-timeout (a holder that never finished, a frozen process), the transaction goes ahead without
-it and meets SQLite's busy handler, exactly as before: the queue only ever shortens waits. A
-process that dies holding the `flock` loses it with its file descriptor.
+timeout (a holder that never finished), the transaction goes ahead without it and meets
+SQLite's busy handler, exactly as before: the queue only ever shortens waits. A process that
+dies holding the `flock` loses it with its file descriptor; one that is stopped holding it
+(SIGSTOP, a frozen cgroup) is killed by the next waiter after a bound (`fencing.py`), since
+nothing else can end a stopped process's transaction.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Any
 
 from sqlalchemy.util import await_only
 
+from nexus.platform.db.sqlite.fencing import fence_stopped_holders
+
 _GATE_KEY = "nexus_sqlite_write_gate"
 #: Per event loop (a lock belongs to one loop), per database file.
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
@@ -43,6 +47,8 @@ _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.L
 )
 _files: dict[str, _FileLock] = {}
 _files_mutex = threading.Lock()
+#: How often a process waiting for another process's turn checks that the holder runs.
+FENCE_CHECK_S = 0.1
 
 
 class _Waiters:
@@ -113,8 +119,9 @@ class _Wait:
 class _FileLock:
     """The cross-process step: an exclusive `flock` on one lock file next to the database."""
 
-    def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.fd = os.open(f"{database}-writers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._mutex = threading.Lock()
 
     def try_acquire(self) -> bool:
@@ -125,15 +132,25 @@ class _FileLock:
         return True
 
     async def acquire(self, timeout_s: float) -> bool:
-        """Wait (on a waiter thread) for the lock; False after `timeout_s`. A wait that ends
-        after its caller gave up lets go at once, so an abandoned wait never holds it."""
+        """Wait (on a waiter thread) for the lock; False after `timeout_s`. Every
+        `FENCE_CHECK_S` of waiting, a holder stopped past its bound is killed (`fencing`).
+        A wait that ends after its caller gave up lets go at once, so an abandoned wait
+        never holds it."""
         if self.try_acquire():
             return True
         wait = _Wait()
         future = _waiters.run(lambda: self._block(wait))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
-            async with asyncio.timeout(timeout_s):  # not `wait_for`: no extra loop trip
-                return await asyncio.shield(future)  # between the grant and the writer
+            while True:
+                step = min(deadline - loop.time(), FENCE_CHECK_S)
+                if step <= 0:
+                    raise TimeoutError
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(step):  # not `wait_for`: no extra loop trip
+                        return await asyncio.shield(future)  # between grant and writer
+                fence_stopped_holders(self.database)
         except TimeoutError:
             self._abandon(wait)
             return False
@@ -168,7 +185,7 @@ def _file_lock(database: str) -> _FileLock | None:
         lock = _files.get(database)
         if lock is None:
             try:
-                lock = _files[database] = _FileLock(f"{database}-writers.lock")
+                lock = _files[database] = _FileLock(database)
             except OSError:
                 return None  # a read-only directory: SQLite's busy handler only
         return lock
