@@ -20,7 +20,6 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -39,7 +38,14 @@ from tests.e2e.test_pipeline_reliability import (
     role_env,
     until,
 )
-from tests.support.commands import RuntimeDb, command, free_port, prepare_runtime, send
+from tests.support.commands import (
+    RuntimeDb,
+    command,
+    free_port,
+    prepare_runtime,
+    process_state,
+    send,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -61,11 +67,7 @@ class FrozenStack:
 
 def state(role: Role) -> str:
     assert role.process is not None
-    try:
-        stat = Path(f"/proc/{role.process.pid}/stat").read_text()
-    except FileNotFoundError:
-        return "gone"
-    return stat.rpartition(")")[2].split()[0]
+    return process_state(role.process.pid)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nexus.platform.db.engine import create_engine
 from nexus.platform.db.sqlite.fencing import STOPPED_BOUND_S
+from tests.support.commands import process_state
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ async def ended(process: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def state(process: subprocess.Popen[str]) -> str:
-    return Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()[0]
+    return process_state(process.pid)
 
 
 async def until_stopped(process: subprocess.Popen[str]) -> None:

@@ -318,6 +318,16 @@ async def history(db: RuntimeDb, record_id: str) -> list[tuple[str, str | None, 
 # ---------------------------------------------------------------------------- worker processes
 
 
+def process_state(pid: int) -> str:
+    """A process's state letter from `/proc/<pid>/stat` (`T`: stopped, `Z`: killed, not yet
+    reaped), or "gone"."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    return stat.rpartition(")")[2].split()[0]  # after the command name, which may hold spaces
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -49,6 +49,11 @@ class _Holder:
 _stopped_since: dict[tuple[str, _Holder], float] = {}
 
 
+def turn_lock_path(database: str) -> str:
+    """The file whose `flock` is the write turn of `database` (`writes._FileLock`)."""
+    return f"{database}-writers.lock"
+
+
 def _file_id(path: str) -> tuple[str, int] | None:
     """`/proc/locks`' name of a file: `MAJ:MIN` (hex, two digits at least) and inode."""
     try:
@@ -115,14 +120,12 @@ def _cgroup_frozen(pid: int) -> bool:
     return False
 
 
-def fence_stopped_holders(database: str) -> int:
+def fence_stopped_holders(database: str) -> None:
     """Kill each process that holds the write turn of `database` and has been seen stopped
-    for `STOPPED_BOUND_S`; called by a writer that has waited for its turn. Returns how many
-    were killed."""
+    for `STOPPED_BOUND_S`; called by a writer that has waited for its turn."""
     now = time.monotonic()
     seen: set[_Holder] = set()
-    killed = 0
-    for pid in _holders(f"{database}-writers.lock", f"{database}-shm"):
+    for pid in _holders(turn_lock_path(database), f"{database}-shm"):
         holder = _stopped(pid)
         if holder is None:
             continue
@@ -135,7 +138,6 @@ def fence_stopped_holders(database: str) -> int:
         except OSError as exc:  # gone meanwhile, or not ours to signal
             log.warning("sqlite.fence_failed", pid=pid, error=type(exc).__name__)
             continue
-        killed += 1
         log.error(
             "sqlite.writer_fenced",
             pid=pid,
@@ -145,4 +147,3 @@ def fence_stopped_holders(database: str) -> int:
     for key in list(_stopped_since):
         if key[0] == database and key[1] not in seen:  # running again, or gone
             del _stopped_since[key]
-    return killed

@@ -38,7 +38,7 @@ from typing import Any
 
 from sqlalchemy.util import await_only
 
-from nexus.platform.db.sqlite.fencing import fence_stopped_holders
+from nexus.platform.db.sqlite.fencing import fence_stopped_holders, turn_lock_path
 
 _GATE_KEY = "nexus_sqlite_write_gate"
 #: Per event loop (a lock belongs to one loop), per database file.
@@ -121,7 +121,7 @@ class _FileLock:
 
     def __init__(self, database: str) -> None:
         self.database = database
-        self.fd = os.open(f"{database}-writers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.fd = os.open(turn_lock_path(database), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._mutex = threading.Lock()
 
     def try_acquire(self) -> bool:
