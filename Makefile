@@ -38,8 +38,15 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-# jsforce for the sfcrm client suite (tests/e2e/jsforce), from the npm registry, as locked
-node-deps:
+# jsforce for the sfcrm client suite (tests/e2e/jsforce), from the npm registry, as locked;
+# the Salesforce CLI `sf` 2.x for tests/e2e/test_sf_cli.py (tests/e2e/sfcli; npm ci only when
+# its lock file changes: ~300 MB, ~30 s)
+SFCLI_DEPS := tests/e2e/sfcli/node_modules/.installed
+$(SFCLI_DEPS): tests/e2e/sfcli/package-lock.json
+	cd tests/e2e/sfcli && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(SFCLI_DEPS)
 	cd tests/e2e/jsforce && npm ci --no-audit --no-fund --loglevel=error
 
 # The browser CRM (frontend/): npm ci as locked (again only when the lock file changes), then

@@ -19,10 +19,21 @@ class ErrorCategory(StrEnum):
     VALIDATION_RULE = "VALIDATION_RULE"  # a validation rule's formula found the record invalid
 
 
+class ErrorReason(StrEnum):
+    """What exactly was wrong, within a category, for dialects whose clients tell these apart
+    (a dialect without an answer for a reason falls back to the category)."""
+
+    NUMBER_OUT_OF_RANGE = "NUMBER_OUT_OF_RANGE"  # more digits than the field's precision
+    MALFORMED_ID = "MALFORMED_ID"  # a value that is not a record id at all
+    READ_ONLY_FIELD = "READ_ONLY_FIELD"  # a system, computed or read-only field was given
+    RESTRICTED_PICKLIST = "RESTRICTED_PICKLIST"  # a value a restricted picklist does not list
+
+
 class RecordError(BaseModel):
     category: ErrorCategory
     message: str
     fields: list[str] = Field(default_factory=list)
+    reason: ErrorReason | None = None
 
 
 MAX_BATCH = 200

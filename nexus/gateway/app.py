@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -33,6 +34,9 @@ from nexus.platform.settings import Settings
 
 CAPABILITIES = ("ops.v1", "route-table.v1", "proxy.streaming")
 PROXY_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Runs of slashes in a request path, collapsed to one before routing.
+DOUBLE_SLASHES = re.compile(r"/{2,}")
+DOUBLE_SLASHES_RAW = re.compile(rb"/{2,}")
 #: Paths whose route is remembered (most recently used), and the longest path remembered:
 #: matching walks every route's prefixes (~20 us for a webhook path), and the hot paths
 #: (webhooks, the dialect's endpoints) repeat.
@@ -124,7 +128,12 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
             read_timeout=gw.gateway_upstream_timeout_seconds,
         )
         upstreams.update(
-            (name, Upstream(pools[url], gw.gateway_body_limit_bytes))
+            (
+                name,
+                Upstream(
+                    pools[url], gw.gateway_body_limit_bytes, gw.gateway_large_body_limit_bytes
+                ),
+            )
             for name, url in upstream_urls.items()
         )
         try:
@@ -152,6 +161,8 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
     async def proxy(scope: Scope, receive: Receive, send: Send) -> None:
         """Every path but the gateway's own ops endpoints: the route table decides."""
         request_id = scope["state"]["request_id"]
+        if "//" in scope["path"]:
+            scope = collapse_slashes(scope)
         path, method = scope["path"], scope["method"]
         route = match_route(path)
         allowed = route is not None and (
@@ -186,6 +197,18 @@ def create_app(settings: Settings, *, route_table: RouteTable | None = None) -> 
 
     app.serve_ahead("/", RequestContextMiddleware(proxy, role=Role.GATEWAY.value), unless=OPS_PATHS)
     return app
+
+
+def collapse_slashes(scope: Scope) -> Scope:
+    """`//services/data` is `/services/data`: clients that join an instance URL ending in `/`
+    with a path starting with one (the `sf` CLI stores `https://host/`) reach the same route,
+    and the upstream sees the path once, as a route-table match does."""
+    raw = scope.get("raw_path") or scope["path"].encode()
+    return dict(
+        scope,
+        path=DOUBLE_SLASHES.sub("/", scope["path"]),
+        raw_path=DOUBLE_SLASHES_RAW.sub(b"/", raw),
+    )
 
 
 def _authorization(scope: Scope) -> str | None:

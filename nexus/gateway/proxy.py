@@ -127,10 +127,12 @@ def upstream_pools(
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where a matched route goes: the upstream's pool (and its timeouts), the body limit."""
+    """Where a matched route goes: the upstream's pool (and its timeouts), the body limits
+    (the second for routes marked `large_bodies`)."""
 
     pool: UpstreamPool
     body_limit: int
+    large_body_limit: int
 
 
 def _request_head(
@@ -266,7 +268,7 @@ async def forward(
     head, declared, chunked = _request_head(
         scope, request_id, _target(scope, route, pool), pool.host_header
     )
-    limit = upstream.body_limit
+    limit = upstream.large_body_limit if route.large_bodies else upstream.body_limit
     if declared is not None and declared > limit:
         _count(name, "rejected_413")
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")

@@ -48,6 +48,9 @@ class Route(BaseModel):
     methods: tuple[str, ...] | None = None
     #: Sub-paths (after the rewrite) answered only to a caller with the gateway's ops token.
     ops_token_only: tuple[str, ...] = ()
+    #: Bodies up to `gateway_large_body_limit_bytes` instead of `gateway_body_limit_bytes`
+    #: (an upstream that streams uploads and bounds each endpoint itself).
+    large_bodies: bool = False
 
     @field_validator("prefix")
     @classmethod

@@ -3,11 +3,13 @@
 - Request dependencies: `trusted_call` (a bearer token, validated), `internal_call` and
   `workload_call` (a signed workload call, with or without a delegated user), `identity_state`;
   `require_scope` and the scope names (`scopes`: what a token lets its client reach).
-- Wiring: `router` (the OAuth2 server and `/services/oauth2/...`), `identity_lifespan`.
+- Wiring: `router` (the OAuth2 server and `/services/oauth2/...`, the partner SOAP API's
+  `login`/`getUserInfo`/`logout` at `/services/Soap/u/...`), `identity_lifespan`.
 - `Directory(session)`: users, roles, orgs and their SecurityEpoch, Connected Apps and sessions,
   inside the caller's unit of work (so Runtime's audit row commits with the change).
-- `user_table` and `org_table`: read only, for the few Runtime queries that join a user in the
-  same statement (a record's Owner.Name, a workload binding's run-as user).
+- `user_table`, `org_table` and `role_table`: read only, for the few Runtime queries that join a
+  user in the same statement (a record's Owner.Name, a workload binding's run-as user) and the
+  read-only system objects (User, Organization, UserRole) projected from them.
 
 Identity's tables, repository and password hashing stay behind this module (import-linter
 contract "identity keeps its tables, repository and passwords").
@@ -18,20 +20,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fastapi import APIRouter
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nexus.identity import models, service
+from nexus.identity import models, service, soap
 from nexus.identity.admin import deployment_org_id
 from nexus.identity.delegation import CAPABILITIES
 from nexus.identity.endpoints import (
     WorkloadCall,
     identity_state,
     internal_call,
-    router,
     trusted_call,
     workload_call,
 )
+from nexus.identity.endpoints import router as oauth_router
 from nexus.identity.errors import UnknownUser
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.scopes import ADMIN, require_scope
@@ -52,14 +55,21 @@ __all__ = [
     "internal_call",
     "org_table",
     "require_scope",
+    "role_table",
     "router",
     "trusted_call",
     "user_table",
     "workload_call",
 ]
 
+#: Identity's HTTP surface: the OAuth2/OIDC endpoints and the partner SOAP API subset.
+router = APIRouter()
+router.include_router(oauth_router)
+router.include_router(soap.router)
+
 user_table = models.user
 org_table = models.org
+role_table = models.role
 
 
 class Directory:

@@ -1,9 +1,10 @@
 """The single authoritative interceptor: a request's credentials -> `TrustedCall`.
 
-No other code parses tokens. Access tokens are RS256 JWTs bound to a session row; the session
-(with its user and client) is re-read from the database at least every
-`MaxSecurityStaleness` seconds, so logout, revocation, deactivation and client disabling
-take effect for every later request within that bound (the security SLO).
+No other code parses tokens. Access tokens are session handles (`00D<org>!<opaque>`, the shape
+of a Salesforce session id, `handles.py`) or, issued before ADR 0075, RS256 JWTs; both are
+bound to a session row. The session (with its user and client) is re-read from the database
+at least every `MaxSecurityStaleness` seconds, so logout, revocation, deactivation and client
+disabling take effect for every later request within that bound (the security SLO).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from nexus.contracts.identity import TrustedCall
 from nexus.identity.errors import InvalidToken
+from nexus.identity.handles import looks_like_handle
 from nexus.identity.keys import TokenInvalid
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import ACCESS_TOKEN_TYPE, IdentityConfig, session_usable
@@ -79,11 +81,32 @@ class Authenticator:
         return state, now_ms
 
     async def from_access_token(self, token: str) -> TrustedCall:
+        if looks_like_handle(token):
+            return await self._from_handle(token)
         claims = self._claims(token)
         state, now_ms = await self._live_session(claims)
         if int(claims["exp"]) * 1000 <= now_ms:
             raise InvalidToken
         return _trusted(claims, state, via="access_token", token_expires_at=int(claims["exp"]))
+
+    async def _from_handle(self, token: str) -> TrustedCall:
+        """A session handle: who and what it reaches come from its session row."""
+        handle = self.cfg.handles.read(token)
+        if handle is None:
+            raise InvalidToken
+        cached = await self._session(handle.org_id, handle.session_id)
+        now_ms = cached.db_now_ms + int((time.monotonic() - cached.fetched) * 1000)
+        state = cached.state
+        if state is None or not session_usable(state, now_ms) or handle.expires_at * 1000 <= now_ms:
+            raise InvalidToken
+        claims = {
+            "org": handle.org_id,
+            "sub": state["user_id"],
+            "sid": handle.session_id,
+            "cid": state["client_id"],
+            "scp": state["scopes"],
+        }
+        return _trusted(claims, state, via="access_token", token_expires_at=handle.expires_at)
 
     async def from_delegation(
         self, claims: dict[str, Any], *, workload: str, deadline_ms: int

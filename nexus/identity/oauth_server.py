@@ -30,6 +30,7 @@ from sqlalchemy.engine import RowMapping
 
 from nexus.identity import service
 from nexus.identity.errors import AuthenticationFailed
+from nexus.identity.handles import looks_like_handle
 from nexus.identity.keys import ALGORITHM, TokenInvalid
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.service import IdentityConfig
@@ -299,7 +300,25 @@ class _RefreshCredential:
 
 
 class Revocation(RevocationEndpoint):  # type: ignore[misc]
+    """RFC 7009 revocation as Salesforce answers it: the token alone is enough (holding it is
+    what proves the right to end its session; jsforce's `logout()` sends nothing else). A
+    caller that does present client credentials is authenticated, and may revoke only its
+    own client's tokens."""
+
     CLIENT_AUTH_METHODS = CLIENT_AUTH_METHODS
+
+    def authenticate_endpoint_client(self, request: NexusRequest) -> Client | None:
+        if "authorization" not in request.headers and not request.form.get("client_id"):
+            request.client = None
+            return None
+        client: Client = super().authenticate_endpoint_client(request)
+        return client
+
+    def authenticate_token(self, request: NexusRequest, client: Client | None) -> Any:
+        if client is not None:
+            return super().authenticate_token(request, client)
+        self.check_params(request, client)
+        return self.query_token(request.form["token"], request.form.get("token_type_hint"))
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> Any:
         server: NexusAuthorizationServer = self.server
@@ -451,7 +470,19 @@ class NexusAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             self.repo, self.cfg, refresh_token=token, client_id=client_id
         )
 
+    async def _revocable_handle(self, token: str) -> _Revocable | None:
+        handle = self.cfg.handles.read(token)
+        if handle is None:
+            return None
+        state = await self.repo.session_state(handle.org_id, handle.session_id)
+        if state is None:
+            return None
+        return _Revocable(handle.org_id, handle.session_id, state["client_id"])
+
     async def find_revocable(self, token: str) -> _Revocable | None:
+        """The session a token (handle, pre-ADR-0075 JWT or refresh token) belongs to."""
+        if looks_like_handle(token):
+            return await self._revocable_handle(token)
         if token.count(".") == 2:
             try:
                 claims = self.cfg.keys.verify(token, typ=service.ACCESS_TOKEN_TYPE)

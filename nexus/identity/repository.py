@@ -81,15 +81,19 @@ class IdentityRepository:
     async def record_login_failure(
         self, *, org_id: str, user_id: str, max_failures: int, lock_until_ms: int, now_ms: int
     ) -> None:
-        """Count a failure; the failure that reaches the limit also locks the account."""
+        """Count a failure; the failure that reaches the limit also locks the account.
+
+        The lock is assigned before the count: MySQL and MariaDB evaluate a single-table
+        UPDATE's assignments left to right, each seeing the columns already assigned, so a
+        count assigned first would lock one failure early there (SQLite: the old values)."""
         failures = m.user.c.failed_logins + 1
         await self.session.execute(
             update(m.user)
             .where(m.user.c.org_id == org_id, m.user.c.user_id == user_id)
-            .values(
-                failed_logins=failures,
-                locked_until_ms=_case_lock(failures, max_failures, lock_until_ms),
-                updated_at_ms=now_ms,
+            .ordered_values(
+                (m.user.c.locked_until_ms, _case_lock(failures, max_failures, lock_until_ms)),
+                (m.user.c.failed_logins, failures),
+                (m.user.c.updated_at_ms, now_ms),
             )
         )
 

@@ -13,12 +13,14 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import anyio
 from sqlalchemy.engine import RowMapping
 
 from nexus.identity.errors import AuthenticationFailed, InvalidIdentityInput, UnknownUser
+from nexus.identity.handles import SessionHandles
 from nexus.identity.keys import KeyRing
 from nexus.identity.passwords import WeakPassword, check_policy, hash_password, verify_password
 from nexus.identity.repository import IdentityRepository
@@ -45,6 +47,11 @@ class IdentityConfig:
     @property
     def audience(self) -> str:
         return "nexus"
+
+    @cached_property
+    def handles(self) -> SessionHandles:
+        """Access tokens: Salesforce-shaped session ids (`00D...!...`, `handles.py`)."""
+        return SessionHandles(self.signature_key)
 
 
 def digest(secret: str) -> str:
@@ -276,22 +283,78 @@ async def open_session(
         refresh = await _new_refresh_token(
             repo, cfg, org_id=user["org_id"], session_id=session_id, now=now
         )
-    org = await repo.org(user["org_id"])
-    epoch = int(org["security_epoch"]) if org else 0
     return IssuedTokens(
         body=_token_body(
             cfg,
             org_id=user["org_id"],
             user_id=user["user_id"],
             session_id=session_id,
-            client_id=client_id,
             scopes=scopes,
-            epoch=epoch,
             now=now,
             refresh_token=refresh,
         ),
         session_id=session_id,
         user=user,
+    )
+
+
+#: What a partner-API (SOAP) login's session reaches: the data APIs and who the user is.
+SOAP_SCOPES = ("api",)
+SOAP_AUTH_METHOD = "soap_login"
+
+
+async def open_soap_session(
+    repo: IdentityRepository, cfg: IdentityConfig, *, user: RowMapping
+) -> str:
+    """A partner-API `login`: a session of no Connected App (Salesforce's SOAP sessions belong
+    to none) for the data APIs; its session id is a handle that lives as long as the session."""
+    now = await read_now_ms(repo.session)
+    session_id = new_id(SESSION_PREFIX)
+    expires_at_ms = now + cfg.settings.session_ttl_seconds * 1000
+    await repo.insert_session(
+        org_id=user["org_id"],
+        session_id=session_id,
+        user_id=user["user_id"],
+        client_id=None,
+        scopes=" ".join(SOAP_SCOPES),
+        auth_method=SOAP_AUTH_METHOD,
+        created_at_ms=now,
+        expires_at_ms=expires_at_ms,
+    )
+    return cfg.handles.issue(
+        org_id=user["org_id"], session_id=session_id, expires_at=expires_at_ms // 1000
+    )
+
+
+@dataclass(frozen=True)
+class SoapLogin:
+    session_id: str  # a session handle (`handles.py`), Salesforce's `sessionId`
+    seconds_valid: int
+    user: RowMapping
+    org: RowMapping
+
+
+async def soap_login(
+    repo: IdentityRepository,
+    cfg: IdentityConfig,
+    *,
+    username: str,
+    password: str,
+    org_id: str | None,
+) -> SoapLogin:
+    """A partner-API `login`: the one password check (lockout included) and a new session.
+
+    Nexus has no security tokens (no per-user secret to append): the password is checked as
+    given. A login scoped to an org (`LoginScopeHeader`, or the org of a `serverUrl`) fails
+    like a wrong password for a user of another org.
+    """
+    user = await authenticate_password(repo, cfg, username=username, password=password)
+    org = await repo.org(user["org_id"])
+    if org is None or (org_id is not None and org_id != user["org_id"]):
+        raise AuthenticationFailed
+    handle = await open_soap_session(repo, cfg, user=user)
+    return SoapLogin(
+        session_id=handle, seconds_valid=cfg.settings.session_ttl_seconds, user=user, org=org
     )
 
 
@@ -315,39 +378,28 @@ def _token_body(
     org_id: str,
     user_id: str,
     session_id: str,
-    client_id: str | None,
     scopes: list[str],
-    epoch: int,
     now: int,
     refresh_token: str | None,
 ) -> dict[str, Any]:
+    """The Salesforce-shaped token response; its access token is a session handle
+    (`00D<org>!<opaque>`, `handles.py`) that ends after `access_token_ttl_seconds`."""
     ttl = cfg.settings.access_token_ttl_seconds
-    claims = {
-        "iss": cfg.issuer,
-        "aud": cfg.audience,
-        "sub": user_id,
-        "org": org_id,
-        "sid": session_id,
-        "cid": client_id,
-        "scp": " ".join(sorted(set(scopes))),
-        "sep": epoch,
-        "iat": now // 1000,
-        "exp": now // 1000 + ttl,
-        "jti": secrets.token_urlsafe(12),
-    }
     identity_url = f"{cfg.issuer}/id/{org_id}/{user_id}"
     issued_at = str(now)
     signature = base64.b64encode(
         hmac.new(cfg.signature_key, (identity_url + issued_at).encode(), hashlib.sha256).digest()
     ).decode()
     body: dict[str, Any] = {
-        "access_token": cfg.keys.sign(claims, typ=ACCESS_TOKEN_TYPE),
+        "access_token": cfg.handles.issue(
+            org_id=org_id, session_id=session_id, expires_at=now // 1000 + ttl
+        ),
         "instance_url": cfg.issuer,
         "id": identity_url,
         "token_type": "Bearer",
         "issued_at": issued_at,
         "signature": signature,
-        "scope": claims["scp"],
+        "scope": " ".join(sorted(set(scopes))),
         "expires_in": ttl,
     }
     if refresh_token is not None:
@@ -393,9 +445,7 @@ async def refresh_session(
             org_id=org_id,
             user_id=state["user_id"],
             session_id=session_id,
-            client_id=client_id,
             scopes=state["scopes"].split(),
-            epoch=int(state["security_epoch"]),
             now=now,
             refresh_token=fresh,
         ),

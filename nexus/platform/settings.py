@@ -106,6 +106,9 @@ class GatewaySettings(BaseSettings):
     model_config = _config()
 
     gateway_body_limit_bytes: Annotated[int, Field(ge=1024)] = 10 * 1024 * 1024
+    #: The body limit of routes marked `large_bodies` in the route table (the dialect's Bulk
+    #: API uploads: Salesforce takes up to 150 MB of CSV a job); their upstream streams them.
+    gateway_large_body_limit_bytes: Annotated[int, Field(ge=1024)] = 150 * 1024 * 1024
     gateway_upstream_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
     gateway_connect_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 3.0
     gateway_readiness_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 2.0

@@ -21,11 +21,20 @@ from nexus.platform.service_app import ServiceState, create_service_app, role_en
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
 from nexus.runtime.admin.endpoints import router as admin_router
+from nexus.runtime.bulk.endpoints import router as bulk_router
+from nexus.runtime.bulk.queue import BELL as BULK_BELL
+from nexus.runtime.bulk.worker import bulk_kind
+from nexus.runtime.changes.endpoints import router as changes_router
 from nexus.runtime.dependencies import RuntimeState
 from nexus.runtime.endpoints import router as runtime_router
 from nexus.runtime.imports.endpoints import router as imports_router
 from nexus.runtime.imports.jobs import BELL as IMPORTS_BELL
-from nexus.runtime.imports.runner import imports_lifespan, imports_ready
+from nexus.runtime.imports.runner import (
+    chunk_lifespan,
+    chunk_ready,
+    imports_lifespan,
+    imports_ready,
+)
 from nexus.runtime.inbox.accept import CommandInbox
 from nexus.runtime.inbox.endpoints import router as inbox_router
 from nexus.runtime.inbox.loop import InboxLoop
@@ -38,6 +47,7 @@ from nexus.runtime.outbox.worker import outbox_lifespan, outbox_ready
 from nexus.runtime.releases.endpoints import router as release_router
 from nexus.runtime.releases.replicas import ReplicaHeartbeat
 from nexus.runtime.retention.service import retention_loop
+from nexus.runtime.trees.endpoints import router as trees_router
 from nexus.runtime.ui import router as ui_router
 from nexus.runtime.usage.endpoints import router as usage_router
 
@@ -99,7 +109,7 @@ def _api_lifespan(
             )
             # after-save flows and CSV imports written here run in runtime-worker: wake it
             try:
-                with forwarding([OUTBOX_BELL, IMPORTS_BELL], bell):
+                with forwarding([OUTBOX_BELL, IMPORTS_BELL, BULK_BELL], bell):
                     async with heartbeat:
                         yield
             finally:
@@ -147,6 +157,9 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(ui_router)
     app.include_router(admin_router)
     app.include_router(imports_router)
+    app.include_router(bulk_router)
+    app.include_router(changes_router)
+    app.include_router(trees_router)
     return app
 
 
@@ -161,6 +174,7 @@ def _worker_lifespan(
         _queue_gauges(settings),
         _retention(settings),
         imports_lifespan(settings),
+        chunk_lifespan(settings, bulk_kind),
     )
 
     def inbox_rang() -> None:
@@ -189,7 +203,12 @@ def create_worker_app(settings: Settings, *, doorbell_at: tuple[str, int] | None
         service=LogicalService.RUNTIME,
         capabilities=WORKER_CAPABILITIES,
         on_start=_worker_lifespan(settings, inbox_loop, doorbell_at),
-        readiness_checks=[inbox_loop.ready, lambda: outbox_ready(app), lambda: imports_ready(app)],
+        readiness_checks=[
+            inbox_loop.ready,
+            lambda: outbox_ready(app),
+            lambda: imports_ready(app),
+            lambda: chunk_ready(app, "bulk"),
+        ],
     )
     return app
 

@@ -24,6 +24,7 @@ from nexus.runtime.dependencies import RecordsCaller, require_admin, runtime_sta
 from nexus.runtime.describe import describe_global, describe_object
 from nexus.runtime.metadata.definitions import InvalidMetadata
 from nexus.runtime.metadata.service import apply_metadata
+from nexus.runtime.query.columns import query_columns
 from nexus.runtime.query.engine import (
     DEFAULT_PAGE,
     MIN_PAGE,
@@ -38,6 +39,11 @@ from nexus.runtime.records.graph import HistoryEntry, RecordGraph, field_history
 from nexus.runtime.records.mutate import AllOrNoneRolledBack, mutate
 from nexus.runtime.records.read import read_record, record_access
 from nexus.runtime.search.engine import search_current
+from nexus.runtime.system_objects.service import (
+    describe_system_object,
+    refuse_system_writes,
+    system_summaries,
+)
 
 router = APIRouter(prefix="/internal/v1/runtime")
 
@@ -133,6 +139,7 @@ async def records_mutate(
 ) -> MutateResponse:
     try:
         async with use_case(request, caller, readonly=False) as (session, view, access):
+            refuse_system_writes(view, body.items)
             return await mutate(session, view=view, access=access, caller=caller, request=body)
     except AllOrNoneRolledBack as rolled_back:
         return rolled_back.response
@@ -146,6 +153,7 @@ async def records_composite(
     `all_or_none` a failure rolls back every earlier item too."""
     try:
         async with use_case(request, caller, readonly=False) as (session, view, access):
+            refuse_system_writes(view, body.items)
             return await run_composite(
                 session, view=view, access=access, caller=caller, request=body
             )
@@ -179,7 +187,8 @@ async def records_access(
 @router.post("/describe/global", response_model=list[ObjectSummary])
 async def describe_global_endpoint(request: Request, caller: RecordsCaller) -> list[ObjectSummary]:
     async with use_case(request, caller, readonly=True) as (_session, view, access):
-        return describe_global(view, access)
+        summaries = describe_global(view, access) + system_summaries(view)
+    return sorted(summaries, key=lambda s: s.name.lower())
 
 
 @router.post("/describe/object", response_model=ObjectDescribe)
@@ -187,7 +196,9 @@ async def describe_object_endpoint(
     request: Request, body: DescribeRequest, caller: RecordsCaller
 ) -> ObjectDescribe:
     async with use_case(request, caller, readonly=True) as (_session, view, access):
-        return describe_object(view, access, body.object)
+        return describe_system_object(view, body.object) or describe_object(
+            view, access, body.object
+        )
 
 
 class GraphRequest(BaseModel):
@@ -310,6 +321,32 @@ def _page_response(
     return QueryResponse(
         total_size=page.total_size, done=page.done, records=page.records, next_locator=locator
     )
+
+
+class QueryColumnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    soql: str = Field(min_length=1, max_length=100_000)
+
+
+class QueryColumnsResponse(BaseModel):
+    entity_name: str
+    key_prefix: str | None
+    group_by: bool
+    id_selected: bool
+    columns: list[dict[str, Any]]
+
+
+@router.post("/query/columns", response_model=QueryColumnsResponse)
+async def query_columns_endpoint(
+    request: Request, body: QueryColumnsRequest, caller: RecordsCaller
+) -> QueryColumnsResponse:
+    """A query's columns, compiled with the caller's access but not run (`columns=true`)."""
+    service, runtime = runtime_state(request)
+    async with unit_of_work(service.sessions, readonly=True) as session:
+        access = await runtime.access.for_caller(session, caller)
+        answer = await query_columns(session, cache=runtime.metadata, access=access, soql=body.soql)
+    return QueryColumnsResponse(**answer)
 
 
 class SearchRequest(BaseModel):

@@ -22,6 +22,7 @@ AREAS = (
     "outbox",
     "admin",
     "imports",
+    "bulk",
 )
 
 

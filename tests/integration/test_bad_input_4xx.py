@@ -196,7 +196,7 @@ async def test_a_number_past_28_digits_is_outside_the_valid_range(
     body = f'{{"Name": "{marker}", "{field}": {raw}}}'
     json_type = {"content-type": "application/json"}
     reply = await sfcrm(stack, "POST", "/sobjects/Account", content=body, headers=json_type)
-    message = refused(reply, 400, "INVALID_TYPE_ON_FIELD_IN_RECORD")
+    message = refused(reply, 400, "NUMBER_OUTSIDE_VALID_RANGE")
     assert "outside the valid range" in message
     assert reply.json()[0]["fields"] == [field]
     assert await accounts_named(stack, marker) == 0

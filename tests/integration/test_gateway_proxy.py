@@ -19,6 +19,7 @@ from tests.support.servers import closed_port_url, serving, serving_client
 pytestmark = pytest.mark.asyncio
 
 BODY_LIMIT = 64 * 1024
+LARGE_BODY_LIMIT = 4 * BODY_LIMIT
 OPS_TOKEN = "ops-token-for-the-gateway-tests-0123456789"
 OPS = {"authorization": f"Bearer {OPS_TOKEN}"}
 UPSTREAM_FIELDS = (
@@ -71,6 +72,7 @@ def gateway_settings(tmp_path, urls: dict[str, str], **extra: object):
     return load_settings(
         var_dir=tmp_path,
         gateway_body_limit_bytes=BODY_LIMIT,
+        gateway_large_body_limit_bytes=LARGE_BODY_LIMIT,
         gateway_ops_token=OPS_TOKEN,
         **urls,
         **extra,
@@ -147,6 +149,30 @@ async def test_413_when_a_chunked_body_grows_past_the_limit(gateway: httpx.Async
     assert reply.json()["code"] == "PAYLOAD_TOO_LARGE"
 
 
+async def test_a_large_bodies_route_takes_uploads_up_to_its_own_limit(
+    gateway: httpx.AsyncClient,
+) -> None:
+    """The dialect's route (Bulk API CSV uploads) takes bodies past the gateway's limit, up to
+    the large-body limit, declared or chunked; other routes keep the gateway's limit."""
+    upload = "/services/data/v62.0/jobs/ingest/750000000000001AAA/batches"
+    declared = await gateway.put(upload, content=b"x" * (3 * BODY_LIMIT))
+    assert declared.status_code == 405  # reached the upstream (the echo has no PUT)
+
+    async def chunks(n: int) -> AsyncIterator[bytes]:
+        for _ in range(n // 4096):
+            yield b"y" * 4096
+
+    streamed = await gateway.post(upload, content=chunks(3 * BODY_LIMIT))
+    assert streamed.status_code == 200
+    assert f"bytes={3 * BODY_LIMIT}" in streamed.text
+    too_big = await gateway.post(upload, content=b"x" * (LARGE_BODY_LIMIT + 1))
+    assert too_big.status_code == 413
+    chunked_too_big = await gateway.post(upload, content=chunks(LARGE_BODY_LIMIT + 8192))
+    assert chunked_too_big.status_code == 413
+    elsewhere = await gateway.post("/admin/v1/runtime/x", content=b"x" * (3 * BODY_LIMIT))
+    assert elsewhere.status_code == 413
+
+
 async def test_504_when_the_upstream_is_too_slow(gateway: httpx.AsyncClient) -> None:
     reply = await gateway.get("/webhooks/slow")
     assert reply.status_code == 504
@@ -154,10 +180,12 @@ async def test_504_when_the_upstream_is_too_slow(gateway: httpx.AsyncClient) -> 
 
 
 async def test_unknown_paths_and_restricted_routes_are_404(gateway: httpx.AsyncClient) -> None:
-    assert (await gateway.get("/services/nope")).status_code == 404
+    assert (await gateway.get("/admin/v1/nope")).status_code == 404
+    # the whole `/services` namespace is the dialect App's: it answers its own NOT_FOUND
+    assert "up GET /services/nope" in (await gateway.get("/services/nope")).text
     assert (await gateway.post("/nope")).status_code == 404  # the static bundle is GET/HEAD only
-    # `/services/database` shares a string prefix with `/services/data`, not a segment.
-    assert (await gateway.get("/services/database")).status_code == 404
+    # `/admin/v1/runtimex` shares a string prefix with `/admin/v1/runtime`, not a segment.
+    assert (await gateway.get("/admin/v1/runtimex")).status_code == 404
     # operational routes expose only their listed sub-paths, and only for GET
     assert (await gateway.get("/_roles/catalog/version", headers=OPS)).status_code == 200
     assert (await gateway.get("/_roles/catalog/version")).status_code == 401
@@ -199,3 +227,16 @@ async def test_readyz_lists_every_upstream_and_is_503_unless_all_ready(tmp_path)
 
             version = (await client.get("/version", headers=OPS)).json()
             assert version["route_table_version"] == load_route_table().version
+
+
+async def test_doubled_slashes_reach_the_route_of_the_single_slash_path(
+    gateway: httpx.AsyncClient,
+) -> None:
+    """The `sf` CLI keeps `https://host/` as its instance URL and asks `//services/data/...`:
+    the gateway routes it as `/services/data/...` and the upstream sees one slash."""
+    for method in ("GET", "POST"):
+        url = str(gateway.base_url).rstrip("/") + "//services/data//v59.0/query?q=x"
+        reply = await gateway.request(method, url)
+        assert reply.request.url.raw_path.startswith(b"//services/")
+        assert reply.status_code == 200, reply.text
+        assert reply.text.startswith(f"up {method} /services/data/v59.0/query?q=x\n")

@@ -84,15 +84,16 @@ async def test_missing_files_are_404_not_the_index(gateway: httpx.AsyncClient, p
     assert reply.text != INDEX
 
 
-@pytest.mark.parametrize("path", ["/services", "/services/unknown", "/admin/v1/nothing", "/_roles"])
+@pytest.mark.parametrize("path", ["/admin/v1/nothing", "/_roles", "/internal/x", "/hooks"])
 async def test_api_prefixes_never_fall_back(gateway: httpx.AsyncClient, path: str) -> None:
     reply = await gateway.get(path)
     assert reply.status_code == 404
     assert reply.json()["code"] == "NOT_FOUND"
 
 
-async def test_api_routes_still_proxy(gateway: httpx.AsyncClient) -> None:
-    reply = await gateway.get("/services/data/v59.0/sobjects")
+@pytest.mark.parametrize("path", ["/services/data/v59.0/sobjects", "/services", "/services/x"])
+async def test_api_routes_still_proxy(gateway: httpx.AsyncClient, path: str) -> None:
+    reply = await gateway.get(path)
     assert reply.status_code == 502  # routed to the (stopped) sfcrm role, not to the bundle
     assert reply.json()["code"] != "NOT_FOUND"
 

@@ -22,6 +22,11 @@ def test_the_shipped_table_reaches_every_role_but_the_gateway() -> None:
         ("/services/data", "app:sfcrm"),
         ("/services/data/v60.0/query", "app:sfcrm"),
         ("/services/oauth2/token", "runtime-api"),
+        ("/services/Soap/u/59.0", "runtime-api"),  # the partner API's login (ADR 0075)
+        # the rest of `/services` is the dialect's: the App answers Salesforce's NOT_FOUND
+        ("/services", "app:sfcrm"),
+        ("/services/apexrest/x", "app:sfcrm"),
+        ("/services/async/59.0/job", "app:sfcrm"),
         ("/.well-known/openid-configuration", "runtime-api"),
         ("/webhooks/github/pushes", "integration"),
         ("/_roles/app/sfcrm/version", "app:sfcrm"),
@@ -33,7 +38,7 @@ def test_longest_prefix_at_a_segment_boundary(path: str, upstream: str) -> None:
     assert route.upstream == upstream
 
 
-@pytest.mark.parametrize("path", ["/services", "/services/database", "/admin/v1", "/_roles/x"])
+@pytest.mark.parametrize("path", ["/admin/v1", "/admin/v1/runtimex", "/_roles/x"])
 def test_paths_without_a_route(path: str) -> None:
     assert load_route_table().match(path) is None
 

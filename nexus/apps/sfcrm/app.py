@@ -18,7 +18,23 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nexus.apps.sfcrm import composite, query, resources, sobjects, ui_api, undelete
+from nexus.apps.sfcrm import (
+    batch,
+    bulk2,
+    changes,
+    composite,
+    layouts,
+    list_views,
+    query,
+    relationships,
+    resources,
+    sobjects,
+    suggestions,
+    tooling,
+    tree,
+    ui_api,
+    undelete,
+)
 from nexus.apps.sfcrm.context import ApiUsage, Dialect
 from nexus.apps.sfcrm.errors import SfError, not_found
 from nexus.apps.sfcrm.openapi import openapi_document
@@ -35,6 +51,9 @@ APP_NAME = "sfcrm"
 WORKLOAD = "app-sfcrm"
 CAPABILITIES = ("ops.v1", "sfdc-rest.v1")
 PREFIX = "/services/data"
+#: Every path under it is the dialect's (`/services/data`, `/services/async`, `/services/apexrest`
+#: ...): what no route takes is Salesforce's NOT_FOUND, never the role's own envelope.
+DIALECT_ROOT = "/services"
 RUNTIME_CONNECTIONS = 256
 USAGE_REPORT_SECONDS = 1.0
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -54,9 +73,14 @@ class TrailingSlash:
         await self.app(scope, receive, send)
 
 
+def in_dialect(path: str) -> bool:
+    return path == DIALECT_ROOT or path.startswith(DIALECT_ROOT + "/")
+
+
 def install_dialect_errors(app: FastAPI) -> None:
-    """Dialect errors, request validation and Starlette's own 404/405 under `/services/data`
-    in the dialect's envelope; the role's own paths keep the Nexus envelope."""
+    """Dialect errors, request validation and Starlette's own 404/405 under `/services` (a
+    path no route takes, such as `/services/apexrest/x`, is NOT_FOUND) in the dialect's
+    envelope; the role's own paths keep the Nexus envelope."""
 
     async def dialect_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, SfError):  # pragma: no cover - registered for SfError
@@ -67,7 +91,7 @@ def install_dialect_errors(app: FastAPI) -> None:
         return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     async def invalid_request(request: Request, exc: Exception) -> Response:
-        if request.url.path.startswith(PREFIX) and isinstance(exc, RequestValidationError):
+        if in_dialect(request.url.path) and isinstance(exc, RequestValidationError):
             return await dialect_error(request, SfError(400, "INVALID_FIELD", "invalid request"))
         if isinstance(exc, NexusError):
             error = SfError(exc.status, exc.code, exc.message)
@@ -79,7 +103,7 @@ def install_dialect_errors(app: FastAPI) -> None:
         break in it) in the dialect's envelope."""
         if not isinstance(exc, StarletteHTTPException):  # pragma: no cover - registered so
             raise exc
-        if not request.url.path.startswith(PREFIX):  # the role's own paths: Nexus envelope
+        if not in_dialect(request.url.path):  # the role's own paths: Nexus envelope
             plain = framework_error(request, exc)
             return error_response(plain, getattr(request.state, "request_id", None))
         if exc.status_code == 405:
@@ -102,7 +126,7 @@ async def report_usage(dialect: Dialect) -> None:
         await dialect.usage.report(dialect.runtime)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> FastAPI:  # noqa: PLR0915 - one line per router
     keys = workload_key_dir(settings.var_dir / "secrets")
     if settings.core.env == "development":  # as `nexus serve` does; production provisions it
         ensure_workload_keys(keys, [WORKLOAD])
@@ -174,11 +198,21 @@ def create_app(settings: Settings) -> FastAPI:
         return JSONResponse(openapi_document())
 
     app.include_router(resources.router)
+    # before `sobjects` (and its neighbours), whose `{name}/{id}` patterns would take them
+    app.include_router(layouts.router)
+    app.include_router(list_views.router)
+    app.include_router(changes.router)  # before sobjects: `{name}/updated` is no record id
+    app.include_router(relationships.router)  # before sobjects' `{name}/{field}/{value}`
     app.include_router(sobjects.router)
     app.include_router(query.router)
+    app.include_router(bulk2.router)
     app.include_router(composite.router)
     app.include_router(ui_api.router)
     app.include_router(undelete.router)
+    app.include_router(suggestions.router)
+    app.include_router(tooling.router)
+    app.include_router(tree.router)
+    app.include_router(batch.router)
 
     @app.api_route(f"{PREFIX}/{{rest:path}}", methods=ALL_METHODS, include_in_schema=False)
     async def unknown(rest: str) -> Response:

@@ -1,10 +1,14 @@
-"""Composite resources: sObject Collections (one Runtime call for up to 200 records) and
-`/composite` with `compositeRequest` (up to 25 subrequests, `@{ref.field}` references)."""
+"""Composite resources: sObject Collections (one Runtime call for up to 200 records; the
+retrieve by ids as GET or POST) and `/composite` with `compositeRequest` (up to 25
+subrequests, `@{ref.field}` references). `send_subrequest` is the one way a subrequest runs
+through this AppService (`/composite` here, `composite/batch` in batch.py)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -13,7 +17,8 @@ from fastapi.responses import Response
 
 from nexus.apps.sfcrm import composite_runtime, wire
 from nexus.apps.sfcrm.context import SUBREQUEST_HEADER, dialect, json_object
-from nexus.apps.sfcrm.errors import bad_request
+from nexus.apps.sfcrm.errors import SfError, bad_request
+from nexus.apps.sfcrm.runtime_client import Caller
 from nexus.apps.sfcrm.sobjects import record_fields
 from nexus.contracts.composite import CompositeResponse, UnresolvedReference, resolve_references
 from nexus.contracts.records import MutateResponse
@@ -24,6 +29,7 @@ MAX_RECORDS = 200
 MAX_SUBREQUESTS = 25
 ID = re.compile(r"^[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?$")
 FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*$")
+Headers = dict[str, str]
 
 
 def _records(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -35,7 +41,7 @@ def _records(body: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def _all_or_none(raw: Any) -> bool:
+def truthy(raw: Any) -> bool:
     if isinstance(raw, str):
         return raw.lower() == "true"
     return bool(raw)
@@ -70,7 +76,7 @@ async def create_many(request: Request, version: str) -> Response:
             raise bad_request("INVALID_TYPE", "each record needs attributes.type")
         fields = {k: v for k, v in record_fields(record).items() if k.lower() != "id"}
         items.append({"op": "create", "object": kind, "fields": fields})
-    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    result = await _mutate(request, items, truthy(body.get("allOrNone")))
     return d.reply(request, [wire.save_result(r) for r in result.results])
 
 
@@ -88,7 +94,7 @@ async def update_many(request: Request, version: str) -> Response:
         items.append(
             {"op": "update", "object": _type_of(record), "id": record_id, "fields": fields}
         )
-    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    result = await _mutate(request, items, truthy(body.get("allOrNone")))
     return d.reply(request, [wire.save_result(r) for r in result.results])
 
 
@@ -100,8 +106,19 @@ async def delete_many(request: Request, version: str) -> Response:
     if not ids or len(ids) > MAX_RECORDS:
         raise bad_request("EXCEEDED_ID_LIMIT", f"between 1 and {MAX_RECORDS} ids per request")
     items = [{"op": "delete", "id": i} for i in ids]
-    result = await _mutate(request, items, _all_or_none(request.query_params.get("allOrNone")))
+    result = await _mutate(request, items, truthy(request.query_params.get("allOrNone")))
     return d.reply(request, [wire.save_result(r) for r in result.results])
+
+
+@router.get("/sobjects/{name}")
+async def retrieve_many_by_query(request: Request, version: str, name: str) -> Response:
+    """`?ids=a,b&fields=F1,F2`: as the POST form below."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    params = request.query_params
+    ids = [i.strip() for i in params.get("ids", "").split(",") if i.strip()]
+    fields = [f.strip() for f in params.get("fields", "").split(",") if f.strip()]
+    return await _retrieve(request, version, caller, name, ids=ids, fields=fields)
 
 
 @router.post("/sobjects/{name}")
@@ -111,7 +128,15 @@ async def retrieve_many(request: Request, version: str, name: str) -> Response:
     d = dialect(request)
     caller = await d.enter(request, version)
     body = await json_object(request)
-    ids, fields = body.get("ids"), body.get("fields")
+    return await _retrieve(
+        request, version, caller, name, ids=body.get("ids"), fields=body.get("fields")
+    )
+
+
+async def _retrieve(
+    request: Request, version: str, caller: Caller, name: str, *, ids: Any, fields: Any
+) -> Response:
+    d = dialect(request)
     if not isinstance(ids, list) or not ids or len(ids) > MAX_RECORDS:
         raise bad_request("EXCEEDED_ID_LIMIT", f"between 1 and {MAX_RECORDS} ids per request")
     if not isinstance(fields, list) or not fields:
@@ -162,7 +187,7 @@ async def upsert_many(request: Request, version: str, name: str, field: str) -> 
                 "fields": rest,
             }
         )
-    result = await _mutate(request, items, _all_or_none(body.get("allOrNone")))
+    result = await _mutate(request, items, truthy(body.get("allOrNone")))
     return d.reply(request, [wire.save_result(r, upsert=True) for r in result.results])
 
 
@@ -188,7 +213,7 @@ async def composite(request: Request, version: str) -> Response:
     for sub in subrequests:
         if not isinstance(sub, dict) or not isinstance(sub.get("url"), str):
             raise bad_request("JSON_PARSER_ERROR", "each subrequest needs method and url")
-    all_or_none = _all_or_none(body.get("allOrNone"))
+    all_or_none = truthy(body.get("allOrNone"))
     translated = composite_runtime.translate(subrequests)
     if translated is not None:
         call = {"items": [t.item for t in translated], "all_or_none": all_or_none}
@@ -201,6 +226,21 @@ async def composite(request: Request, version: str) -> Response:
     return d.reply(request, {"compositeResponse": responses})
 
 
+@asynccontextmanager
+async def subrequests_client(request: Request) -> AsyncIterator[tuple[httpx.AsyncClient, Headers]]:
+    """A client for subrequests to this AppService (in process, no socket), and the headers
+    they carry: the caller's authorization and the secret that says "already counted"."""
+    d = dialect(request)
+    headers = {
+        "authorization": request.headers.get("authorization", ""),
+        SUBREQUEST_HEADER: d.subrequest_secret,
+        "content-type": "application/json",
+    }
+    transport = httpx.ASGITransport(app=request.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sfcrm") as client:
+        yield client, headers
+
+
 async def _one_by_one(
     request: Request, subrequests: list[dict[str, Any]], all_or_none: bool
 ) -> list[dict[str, Any]]:
@@ -209,13 +249,7 @@ async def _one_by_one(
     responses: list[dict[str, Any]] = []
     created: list[str] = []
     halted = False
-    headers = {
-        "authorization": request.headers.get("authorization", ""),
-        SUBREQUEST_HEADER: d.subrequest_secret,
-        "content-type": "application/json",
-    }
-    transport = httpx.ASGITransport(app=request.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sfcrm") as client:
+    async with subrequests_client(request) as (client, headers):
         for sub in subrequests:
             ref = str(sub.get("referenceId") or "")
             if halted:
@@ -245,7 +279,7 @@ async def _one_by_one(
 
 async def _subrequest(
     client: httpx.AsyncClient,
-    headers: dict[str, str],
+    headers: Headers,
     sub: dict[str, Any],
     ref: str,
     results: dict[str, Any],
@@ -259,18 +293,33 @@ async def _subrequest(
         return composite_runtime.invalid_reference(ref, str(missing))
     if not isinstance(url, str):
         return composite_runtime.invalid_reference(ref, "url")
+    try:
+        status, answer = await send_subrequest(client, headers, method, url, body)
+    except SfError as refused:
+        return composite_runtime.error_entry(ref, refused)
+    location = {}
+    if status == 201 and isinstance(answer, dict) and "id" in answer:
+        location = {"Location": f"{url}/{answer['id']}"}
+    return composite_runtime.entry(ref, status, answer, location)
+
+
+async def send_subrequest(
+    client: httpx.AsyncClient, headers: Headers, method: str, url: str, body: Any
+) -> tuple[int, Any]:
+    """One subrequest through this AppService: its status and JSON answer. A url that cannot
+    be run (see `composite_runtime.url_error`) raises its SfError."""
     refused = composite_runtime.url_error(url)  # checked once resolved: a value may hold `../`
     if refused is not None:
-        return composite_runtime.error_entry(ref, refused)
+        raise refused
     content = None if body is None else json.dumps(body)
     try:
         outgoing = client.build_request(method, url, headers=headers, content=content)
     except httpx.InvalidURL as invalid:  # percent-encoding took it past httpx's 64 KB
-        error = bad_request("INVALID_INPUT", f"a subrequest url is invalid: {invalid}")
-        return composite_runtime.error_entry(ref, error)
+        raise bad_request("INVALID_INPUT", f"a subrequest url is invalid: {invalid}") from None
     reply = await client.send(outgoing)
-    answer = reply.json() if reply.content else None
-    location = {}
-    if reply.status_code == 201 and isinstance(answer, dict) and "id" in answer:
-        location = {"Location": f"{url}/{answer['id']}"}
-    return composite_runtime.entry(ref, reply.status_code, answer, location)
+    if not reply.content:
+        return reply.status_code, None
+    try:
+        return reply.status_code, reply.json()
+    except ValueError:  # a resource that answers text (a CSV export): as it is
+        return reply.status_code, reply.text

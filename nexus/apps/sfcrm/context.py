@@ -18,9 +18,11 @@ from nexus.platform.observability import get_logger
 
 log = get_logger(__name__)
 
-VERSION = re.compile(r"^v(\d{2,3})\.(\d)$")
-MIN_VERSION = 20
-LATEST_VERSION = 62
+VERSION = re.compile(r"^v([1-9]\d{1,2})\.0$")
+#: The oldest version Salesforce still serves (21.0 to 30.0 were retired in Summer '25).
+MIN_VERSION = 31
+#: Summer '26 (the newest generally available release the REST developer guide lists).
+LATEST_VERSION = 67
 LIMIT_HEADER = "Sforce-Limit-Info"
 #: Subrequests of `/composite` carry this header with the process's own secret: they were
 #: counted once, as the composite request.
@@ -136,8 +138,10 @@ def dialect(request: Request) -> Dialect:
 
 
 def check_version(version: str) -> str:
-    match = VERSION.match(version)
-    if match is None or int(match.group(1)) < MIN_VERSION:
+    """`v31.0` to the latest: a version Salesforce never shipped (v60.5, v99.0) or retired
+    (v19.0) is a resource that does not exist."""
+    match = VERSION.fullmatch(version)
+    if match is None or not MIN_VERSION <= int(match.group(1)) <= LATEST_VERSION:
         raise not_found()
     return version
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.contracts.records import ErrorCategory, RecordError
+from nexus.contracts.records import ErrorCategory, ErrorReason, RecordError
 
 #: Neutral record error category -> Salesforce errorCode.
 CATEGORY_CODES: dict[ErrorCategory, str] = {
@@ -23,6 +23,14 @@ CATEGORY_CODES: dict[ErrorCategory, str] = {
     ErrorCategory.CONFLICT: "UNABLE_TO_LOCK_ROW",
     ErrorCategory.LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
     ErrorCategory.VALIDATION_RULE: "FIELD_CUSTOM_VALIDATION_EXCEPTION",
+}
+
+#: Neutral error reason (finer than the category) -> Salesforce errorCode.
+REASON_CODES: dict[ErrorReason, str] = {
+    ErrorReason.NUMBER_OUT_OF_RANGE: "NUMBER_OUTSIDE_VALID_RANGE",
+    ErrorReason.MALFORMED_ID: "MALFORMED_ID",
+    ErrorReason.READ_ONLY_FIELD: "INVALID_FIELD_FOR_INSERT_UPDATE",
+    ErrorReason.RESTRICTED_PICKLIST: "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST",
 }
 
 #: Runtime's error codes (neutral envelope) that differ from the Salesforce code.
@@ -39,6 +47,9 @@ CATEGORY_STATUS: dict[ErrorCategory, int] = {
     ErrorCategory.INSUFFICIENT_ACCESS: 403,
     ErrorCategory.ENTITY_IS_DELETED: 404,
 }
+#: Reasons whose status differs from their category's (a malformed id is the caller's 400,
+#: not a record that was not found).
+REASON_STATUS: dict[ErrorReason, int] = {ErrorReason.MALFORMED_ID: 400}
 
 
 class SfError(Exception):
@@ -76,6 +87,8 @@ def bad_request(code: str, message: str, fields: list[str] | None = None) -> SfE
 def error_item(error: RecordError) -> dict[str, Any]:
     """One entry of a SaveResult's `errors` list."""
     code = CATEGORY_CODES.get(error.category, error.category.value)
+    if error.reason is not None:
+        code = REASON_CODES.get(error.reason, code)
     if error.category is ErrorCategory.CONFLICT and "all-or-none" in error.message:
         code = "ALL_OR_NONE_OPERATION_ROLLED_BACK"
     return {"statusCode": code, "message": error.message, "fields": list(error.fields)}
@@ -85,6 +98,8 @@ def from_record_errors(errors: list[RecordError]) -> SfError:
     """A failed single-record mutation as an error response (status from the first error)."""
     first = errors[0]
     status = CATEGORY_STATUS.get(first.category, 400)
+    if first.reason is not None:
+        status = REASON_STATUS.get(first.reason, status)
     items = [
         {"message": i["message"], "errorCode": i["statusCode"], "fields": i["fields"]}
         for i in (error_item(e) for e in errors)

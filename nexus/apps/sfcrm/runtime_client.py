@@ -134,6 +134,43 @@ class RuntimeClient:
                 self._kept.pop(caller.token_key, None)
             raise
 
+    async def open_stream(
+        self, caller: Caller, use_case: str, body: dict[str, Any]
+    ) -> aiohttp.ClientResponse:
+        """A use case whose answer is streamed (bulk results): the open response, which the
+        caller reads and releases; an error answer raises as `call` does. The timeout bounds
+        each read, not the whole body."""
+        headers = {
+            **JSON,
+            WORKLOAD_HEADER: self._workload_token(),
+            DEADLINE_HEADER: str(int((time.time() + self.timeout_s) * 1000)),
+            DELEGATION_HEADER: caller.delegation,
+        }
+        timeout = aiohttp.ClientTimeout(sock_connect=self.timeout_s, sock_read=self.timeout_s)
+        try:
+            reply = await self.session.post(
+                f"{self.base_url}{RUNTIME_PREFIX}/{use_case}",
+                data=orjson.dumps(body),
+                headers=headers,
+                timeout=timeout,
+            )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.warning("sfcrm.runtime_unreachable", error=type(exc).__name__)
+            raise SfError(503, "SERVER_UNAVAILABLE", "Runtime cannot be reached") from None
+        if reply.status == 200:
+            return reply
+        try:
+            raw = await reply.read()
+        finally:
+            reply.release()
+        try:
+            answer = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            answer = None
+        if reply.status == 401:
+            self._kept.pop(caller.token_key, None)
+        raise from_runtime(reply.status, answer)
+
     async def workload_call(self, path: str, body: dict[str, Any]) -> Any:
         """A call the AppService makes for itself (no user): API usage reports."""
         return await self._post(path, body, delegation=None)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from nexus.apps.sfcrm import wire
+from nexus.apps.sfcrm.changes import recent_item, recent_records
 from nexus.apps.sfcrm.context import dialect, json_object, version_number
 from nexus.apps.sfcrm.errors import (
     SfError,
@@ -23,6 +24,8 @@ from nexus.contracts.records import ItemResult, MutateResponse, RecordData
 
 router = APIRouter(prefix="/services/data/{version}/sobjects")
 MAX_BATCH_SIZE = 200
+#: How many recent items `sobjects/{T}` lists.
+RECENT_ITEMS = 25
 
 
 def record_fields(body: dict[str, Any]) -> dict[str, Any]:
@@ -70,9 +73,18 @@ async def _describe(request: Request, version: str, name: str) -> ObjectDescribe
 
 @router.get("/{name}")
 async def object_info(request: Request, version: str, name: str) -> Response:
-    described = await _describe(request, version, name)
-    body = {"objectDescribe": wire.object_summary(version, described.summary), "recentItems": []}
-    return dialect(request).reply(request, body)
+    """The object's summary and the caller's recent items of it (its most recently modified
+    records: Nexus records no "last viewed"), in one Runtime call."""
+    d = dialect(request)
+    caller = await d.enter(request, version)
+    answer = await recent_records(request, caller, object_name=name, limit=RECENT_ITEMS)
+    if answer.summary is None:  # pragma: no cover - Runtime answers it for a named object
+        raise not_found()
+    body = {
+        "objectDescribe": wire.object_summary(version, answer.summary),
+        "recentItems": [recent_item(version, r) for r in answer.records],
+    }
+    return d.reply(request, body)
 
 
 @router.get("/{name}/describe")

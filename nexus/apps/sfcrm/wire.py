@@ -10,6 +10,7 @@ from nexus.contracts.records import ItemResult
 
 #: Nexus field type -> (Salesforce type, soapType)
 FIELD_TYPES: dict[str, tuple[str, str]] = {
+    "id": ("id", "tns:ID"),  # a system object's (User, Organization) own Id field
     "text": ("string", "xsd:string"),
     "textarea": ("textarea", "xsd:string"),
     "long_text": ("textarea", "xsd:string"),
@@ -205,7 +206,8 @@ def field(f: FieldDescribe) -> dict[str, Any]:
 def describe(version: str, d: ObjectDescribe) -> dict[str, Any]:
     shape = object_summary(version, d.summary)
     own = {f.name for f in d.fields}
-    system = [_system_field(*s) for s in SYSTEM_FIELDS if s[0] not in own]
+    # a describe that lists its own Id (User, Organization, ...) lists every field it has
+    system = [] if "Id" in own else [_system_field(*s) for s in SYSTEM_FIELDS if s[0] not in own]
     shape["fields"] = system + [field(f) for f in d.fields]
     shape["childRelationships"] = [
         {

@@ -22,7 +22,6 @@ from sqlalchemy import ColumnElement, and_, func, not_, null, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select as SqlSelect
 
-from nexus.identity.api import user_table
 from nexus.platform.ids import to_18
 from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.formula.compiler import Formula
@@ -31,16 +30,31 @@ from nexus.runtime.metadata import models as m
 from nexus.runtime.metadata.definitions import (
     FORMULA_SYSTEM_FIELDS,
     MAX_RELATIONSHIP_DEPTH,
-    USER_FIELDS,
     USER_RELATIONSHIPS,
     FieldDef,
     ObjectDef,
     relationship,
 )
 from nexus.runtime.metadata.view import MetadataCache, MetadataView
-from nexus.runtime.query.parser import Condition, Literal, Path, Select, SoqlError, parse_soql
+from nexus.runtime.query.functions import expand_fields, field_scale, format_display, to_label
+from nexus.runtime.query.parser import (
+    Call,
+    Condition,
+    Literal,
+    Path,
+    Select,
+    SelectItem,
+    SoqlError,
+    parse_soql,
+)
 from nexus.runtime.records.coercion import WIRE_AS_STORED, formula_wire, to_wire, wire_datetime
 from nexus.runtime.schema.spec import column_name
+from nexus.runtime.system_objects.definitions import USER, as_system, system_object
+from nexus.runtime.system_objects.query import (
+    queryable_system_object,
+    system_alias,
+    system_visible,
+)
 
 DEFAULT_PAGE = 2000
 MIN_PAGE = 200
@@ -100,6 +114,10 @@ class _Column:
     formula: Formula | None = None
     base: tuple[str, ...] = ()  # the relationship path a formula's own paths start from
     inputs: list[tuple[str, int]] = field(default_factory=list)  # formula path -> row index
+    #: toLabel() / FORMAT(): the stored value -> what the caller sees, instead of its wire form
+    display: Callable[[Any], Any] | None = None
+    shown: str = ""  # the select-list text of a function column (its display name)
+    reference_to: str | None = None  # what a system object's reference field points at
 
 
 @dataclass
@@ -111,6 +129,7 @@ class _Plan:
     columns: list[_Column] = field(default_factory=list)
     hidden: list[_Column] = field(default_factory=list)  # formula inputs, after the columns
     pages: dict[tuple[int, int], Any] = field(default_factory=dict)  # (offset, limit) -> stmt
+    implicit_id: bool = False  # Id was added to the columns, not selected
 
 
 class Compiler:
@@ -151,7 +170,13 @@ class Compiler:
         return Path((*column.base, *formula_path.split(".")), column.path.line, column.path.column)
 
     def object(self, name: str, position: tuple[int, int]) -> ObjectDef:
+        """The object a FROM names: the org's, or a system object (User, Organization, ...)
+        that the org's metadata does not define, which every API caller reads (ADR 0074)."""
         obj = self.view.object(name)
+        if obj is None:
+            found = queryable_system_object(self.view, name)
+            if found is not None:
+                return found.definition
         if obj is None or not self.access.object(self.view, obj).read:
             raise SoqlError(
                 f"sObject type '{name}' is not supported "
@@ -162,9 +187,21 @@ class Compiler:
 
     def alias(self, obj: ObjectDef) -> Any:
         self.counter += 1
+        found = as_system(obj)
+        if found is not None:  # a derived table of the caller's org
+            return system_alias(
+                found,
+                view=self.view,
+                access=self.access,
+                dialect=self.dialect,
+                name=f"t{self.counter}",
+            )
         return self.view.table(obj).alias(f"t{self.counter}")
 
     def visible(self, alias: Any, obj: ObjectDef, *, system: bool = False) -> ColumnElement[bool]:
+        found = as_system(obj)
+        if found is not None:
+            return system_visible(found, alias, self.access, system=system)
         conditions = [alias.c.org_id == self.access.org_id]
         if not system:
             predicate = self.access.row_predicate(self.view, obj, "read")
@@ -180,54 +217,39 @@ class Compiler:
         if len(path.parts) > MAX_DEPTH + 1:
             raise _invalid_field(path, f": at most {MAX_DEPTH} relationship levels")
         current_alias: Any = plan.table
-        current_obj: ObjectDef | None = plan.obj
+        current_obj: ObjectDef = plan.obj
         canonical: list[str] = []
         for depth, part in enumerate(path.parts[:-1]):
             key = (system, *(p.lower() for p in path.parts[: depth + 1]))
-            if key in plan.aliases:
-                current_alias, current_obj, name = plan.aliases[key]
-                canonical.append(name)
-                continue
-            if current_obj is None:
-                raise _invalid_field(path)
-            lowered = part.lower()
-            if lowered in USER_RELATIONSHIPS:
-                current_alias = self.join_user(plan, key, current_alias, lowered)
-                current_obj = None
-                canonical.append(CANONICAL[lowered])
-                continue
-            lookup = relationship(current_obj, part)
-            if lookup is None or not (
-                system or self.access.field(self.view, current_obj, lookup)[0]
-            ):
-                raise _invalid_field(path, f": no relationship '{part}' on {current_obj.api_name}")
-            parent = self.view.object(lookup.reference_to or "")
-            if parent is None or not (system or self.access.object(self.view, parent).read):
-                raise _invalid_field(path)
-            parent_alias = self.alias(parent)
-            plan.joins.append(
-                (
-                    parent_alias,
-                    and_(
-                        parent_alias.c.id == current_alias.c[column_name(lookup.api_name)],
-                        self.visible(parent_alias, parent, system=system),
-                    ),
+            if key not in plan.aliases:
+                self.join_parent(
+                    plan,
+                    key,
+                    path=path,
+                    alias=current_alias,
+                    obj=current_obj,
+                    part=part,
+                    system=system,
                 )
-            )
-            name = lookup.relationship_name or part
-            plan.aliases[key] = (parent_alias, parent, name)
+            current_alias, parent, name = plan.aliases[key]
+            if parent is None:  # pragma: no cover - every join records its object
+                raise _invalid_field(path)
+            current_obj = parent
             canonical.append(name)
-            current_alias, current_obj = parent_alias, parent
         last = path.parts[-1].lower()
 
         def made(name: str, kind: str, definition: FieldDef | None, expr: Any) -> _Column:
             shown = Path((*canonical, name), path.line, path.column)
             return _Column(shown.text, shown, kind, definition, expr)
 
-        if current_obj is None:
-            if last not in USER_FIELDS:
+        current = as_system(current_obj)
+        if current is not None:
+            found = current.field(last)
+            if found is None:
                 raise _invalid_field(path)
-            return made(CANONICAL[last], "text", None, current_alias.c[USER_FIELDS[last]])
+            picked = made(found.api_name, found.kind, None, current_alias.c[found.key])
+            picked.reference_to = found.reference_to
+            return picked
         if last in SYSTEM:
             column, kind = SYSTEM[last]
             return made(CANONICAL[last], kind, None, current_alias.c[column])
@@ -250,30 +272,90 @@ class Compiler:
             current_alias.c[column_name(definition.api_name)],
         )
 
-    def join_user(self, plan: _Plan, key: tuple[Any, ...], alias: Any, relation: str) -> Any:
-        self.counter += 1
-        user = user_table.alias(f"u{self.counter}")
+    def join_parent(
+        self,
+        plan: _Plan,
+        key: tuple[Any, ...],
+        *,
+        path: Path,
+        alias: Any,
+        obj: ObjectDef,
+        part: str,
+        system: bool,
+    ) -> None:
+        """Join the parent that relationship `part` of `obj` leads to: a lookup's object
+        (its read predicate in the ON clause, so an invisible parent reads as null), the User
+        system object behind Owner / CreatedBy / LastModifiedBy, or a system object's
+        reference (`Profile` on User)."""
+        current = as_system(obj)
+        lowered = part.lower()
+        parent: ObjectDef | None
+        if current is not None:
+            lookup = current.relationship(part)
+            target = system_object(lookup.reference_to) if lookup is not None else None
+            if lookup is None or target is None:
+                raise _invalid_field(path, f": no relationship '{part}' on {current.api_name}")
+            parent, foreign_key = target.definition, alias.c[lookup.key]
+            name = lookup.relationship_name or part
+        elif lowered in USER_RELATIONSHIPS:
+            parent, foreign_key = USER.definition, alias.c[USER_RELATIONSHIPS[lowered]]
+            name = CANONICAL[lowered]
+        else:
+            field_lookup = relationship(obj, part)
+            if field_lookup is None or not (
+                system or self.access.field(self.view, obj, field_lookup)[0]
+            ):
+                raise _invalid_field(path, f": no relationship '{part}' on {obj.api_name}")
+            target_name = field_lookup.reference_to or ""
+            parent = self.view.object(target_name)
+            if parent is None:
+                found = queryable_system_object(self.view, target_name)
+                parent = found.definition if found is not None else None
+            elif not (system or self.access.object(self.view, parent).read):
+                parent = None
+            if parent is None:
+                raise _invalid_field(path)
+            foreign_key = alias.c[column_name(field_lookup.api_name)]
+            name = field_lookup.relationship_name or part
+        parent_alias = self.alias(parent)
         on = and_(
-            user.c.org_id == alias.c.org_id,
-            user.c.user_id == alias.c[USER_RELATIONSHIPS[relation]],
+            parent_alias.c.id == foreign_key, self.visible(parent_alias, parent, system=system)
         )
-        plan.joins.append((user, on))
-        plan.aliases[key] = (user, None, CANONICAL[relation])
-        return user
+        plan.joins.append((parent_alias, on))
+        plan.aliases[key] = (parent_alias, parent, name)
 
     # ---------------------------------------------------------------- conditions
-    def condition(self, plan: _Plan, cond: Condition, negated: bool = False) -> ColumnElement[bool]:
+    def condition(
+        self,
+        plan: _Plan,
+        cond: Condition,
+        negated: bool = False,
+        operand: Callable[[Condition], _Column] | None = None,
+    ) -> ColumnElement[bool]:
         """SOQL comparisons are two-valued (a null field never matches `= x`, and `NOT`
         of that keeps it): under a NOT the SQL spells the null cases out; elsewhere SQL's
-        unknown already excludes the row, so the plainer (index-friendly) form is used."""
+        unknown already excludes the row, so the plainer (index-friendly) form is used.
+        `operand` resolves a comparison's left side (HAVING's aggregates); by default a
+        field path of the plan."""
         if cond.op in ("and", "or"):
-            parts = [self.condition(plan, c, negated) for c in cond.children]
+            parts = [self.condition(plan, c, negated, operand) for c in cond.children]
             return parts[0] if len(parts) == 1 else (and_ if cond.op == "and" else or_)(*parts)
         if cond.op == "not":
-            return not_(self.condition(plan, cond.children[0], not negated))
-        if cond.path is None:  # pragma: no cover - the parser gives every comparison a path
-            raise SoqlError("malformed condition")
-        column = self.resolve(plan, cond.path)
+            return not_(self.condition(plan, cond.children[0], not negated, operand))
+        if operand is not None:
+            column = operand(cond)
+        elif cond.path is None:  # the parser refuses functions in WHERE
+            raise SoqlError("functions cannot be used in WHERE")
+        else:
+            column = self.resolve(plan, cond.path)
+        if cond.op in ("in_select", "not_in_select"):
+            joined: ColumnElement[bool] = semi_join(self, plan, column, cond)
+            return joined
+        return self.comparison(plan, cond, column, negated)
+
+    def comparison(
+        self, plan: _Plan, cond: Condition, column: _Column, negated: bool
+    ) -> ColumnElement[bool]:
         expr = self.text_expr(plan, column)
         values = [self.literal(column, v) for v in cond.values]
         negative = negated != (cond.op == "not_in")  # NOT IN is a negation too
@@ -283,7 +365,7 @@ class Compiler:
         if cond.op == "like":
             if not isinstance(values[0], str):
                 raise SoqlError(
-                    f"LIKE needs a string (line {cond.path.line})", code="MALFORMED_QUERY"
+                    f"LIKE needs a string (line {column.path.line})", code="MALFORMED_QUERY"
                 )
             return and_(guard, expr.like(values[0], escape="\\"))
         if cond.op in ("in", "not_in"):
@@ -293,10 +375,34 @@ class Compiler:
                 inside = or_(inside, expr.is_(None))
             return inside if cond.op == "in" else not_(inside)
         if cond.op in ("includes", "excludes"):
+            if column.kind in _CONVERTERS:  # a number, date, checkbox or id has no values
+                raise SoqlError(
+                    f"{cond.op.upper()} applies to multi-select picklists, not "
+                    f"'{column.path.text}' (line {column.path.line}, column {column.path.column})",
+                    code="INVALID_FIELD",
+                )
             clauses = [_has_value(expr, str(v)) for v in values if v is not None]
             match = or_(*clauses) if clauses else false_clause()
             return match if cond.op == "includes" else or_(not_(match), expr.is_(None))
-        raise SoqlError(f"unsupported operator {cond.op}")
+        raise SoqlError(f"unsupported operator {cond.op}")  # pragma: no cover - the grammar's
+
+    def object_of(self, plan: _Plan, column: _Column, written: Path) -> str | None:
+        """The object an Id or reference column (resolved from the path as `written`)
+        identifies: `Id` of the plan's object, `Account.Id`, `AccountId`, `OwnerId` -> User,
+        `ProfileId` on User -> Profile; None for any other column."""
+        if column.reference_to is not None:
+            return column.reference_to
+        if column.kind == "id":
+            prefix = tuple(p.lower() for p in written.parts[:-1])
+            if not prefix:
+                return plan.obj.api_name
+            _, obj, _ = plan.aliases[(False, *prefix)]
+            return "User" if obj is None else obj.api_name
+        if column.definition is not None and column.definition.reference_to:
+            return column.definition.reference_to
+        if column.definition is None and column.path.parts[-1].lower() in _USER_REFERENCES:
+            return "User"
+        return None
 
     def literal(self, column: _Column, literal: Literal) -> Any:
         if literal.kind == "null":
@@ -310,6 +416,49 @@ class Compiler:
                 f"(line {column.path.line}, column {column.path.column})",
                 code="INVALID_FIELD",
             ) from None
+
+
+#: the system fields that reference a user (OwnerId, CreatedById, LastModifiedById)
+_USER_REFERENCES = frozenset(key for key, (_, kind) in SYSTEM.items() if kind == "reference")
+
+
+def semi_join(compiler: Compiler, plan: _Plan, outer: _Column, cond: Condition) -> Any:
+    """`field [NOT] IN (SELECT ref FROM Obj WHERE ...)` as `field [NOT] IN (subquery)`. The
+    sub-select is compiled like any FROM object of this caller: object read access (else
+    INVALID_TYPE), field-level security on its field and WHERE, and the row predicate with
+    the deleted filter, so a record the caller cannot see never decides the outer match."""
+    inner_query = cond.query
+    if inner_query is None or cond.path is None:  # pragma: no cover - the grammar's
+        raise SoqlError("malformed semi-join")
+    target = compiler.object_of(plan, outer, cond.path)
+    if target is None:
+        raise SoqlError(
+            f"semi-join or anti-join needs an Id or reference field on the left, not "
+            f"'{cond.path.text}' (line {cond.path.line}, column {cond.path.column})",
+            code="INVALID_FIELD",
+        )
+    obj = compiler.object(inner_query.object, inner_query.object_position)
+    inner = _Plan(obj=obj, table=compiler.alias(obj))
+    written = inner_query.fields[0]
+    selected = compiler.resolve(inner, written)
+    if compiler.object_of(inner, selected, written) != target:
+        raise SoqlError(
+            f"The selected field '{written.text}' in the subquery and the left operand field "
+            f"in the where expression in the outer query '{cond.path.text}' should point to "
+            f"the same object type (line {written.line}, column {written.column})",
+            code="INVALID_FIELD",
+        )
+    where = [compiler.visible(inner.table, obj), selected.expr.isnot(None)]
+    if inner_query.where is not None:
+        where.append(compiler.condition(inner, inner_query.where))
+    sub = select(selected.expr).select_from(_source(inner)).where(*where).correlate(None)
+    inside = outer.expr.in_(sub)
+    if cond.op == "in_select":
+        return inside
+    if outer.kind == "id":
+        return not_(inside)
+    # an anti-join keeps the records whose field is empty, as NOT IN (values) does
+    return or_(outer.expr.is_(None), not_(inside))
 
 
 def _require(literal: Literal, *kinds: str) -> None:
@@ -472,20 +621,31 @@ def _rebind(predicate: ColumnElement[bool], table: Any, alias: Any) -> ColumnEle
 
 
 def compile_select(compiler: Compiler, query: Select) -> tuple[_Plan, SqlSelect[Any]]:
+    """A record query (not an aggregate one: `aggregates.compile_aggregate`) as its plan and
+    statement, every access check made on the way."""
     obj = compiler.object(query.object, query.object_position)
     alias = compiler.alias(obj)
     plan = _Plan(obj=obj, table=alias)
-    if query.count and (query.fields or query.children):
+    if query.count and (query.fields or query.items or query.children):
         raise SoqlError("COUNT() cannot be combined with fields")
-    paths = query.fields or (Path(("Id",)),)
+    if query.aggregate:
+        raise SoqlError("an aggregate query cannot be used here")
     seen: set[str] = set()
-    for path in paths:
-        column = compiler.resolve(plan, path)
-        if column.key.lower() not in seen:
-            seen.add(column.key.lower())
+    for column in _select_columns(compiler, plan, query):
+        key = column.key.lower()
+        if key not in seen:
+            seen.add(key)
             plan.columns.append(column)
+        elif column.display is not None or any(
+            c.display is not None for c in plan.columns if c.key.lower() == key
+        ):
+            raise SoqlError(
+                f"duplicate column '{column.key}' (line {column.path.line}, column "
+                f"{column.path.column}): give {column.shown or column.key} an alias",
+            )
     if not any(c.key.lower() == "id" for c in plan.columns):
         plan.columns.insert(0, compiler.resolve(plan, Path(("Id",))))
+        plan.implicit_id = True
     for column in plan.columns:  # a selected formula is computed from its inputs after the read
         for formula_path in sorted(column.formula.paths if column.formula else ()):
             hidden = compiler.resolve(plan, compiler.input_path(column, formula_path), True)
@@ -524,6 +684,50 @@ def compile_select(compiler: Compiler, query: Select) -> tuple[_Plan, SqlSelect[
     return plan, stmt
 
 
+def _select_columns(compiler: Compiler, plan: _Plan, query: Select) -> Iterable[_Column]:
+    """The select list's columns in order: fields, FIELDS() expanded to the fields the caller
+    may read, toLabel() and FORMAT() of a field (under its alias, or the field's name)."""
+    items = query.items or tuple(SelectItem(p) for p in query.fields)
+    if not items:
+        yield compiler.resolve(plan, Path(("Id",)))
+    for item in items:
+        expr = item.expr
+        if isinstance(expr, Path):
+            yield compiler.resolve(plan, expr)
+        elif expr.name == "FIELDS":
+            for path in expand_fields(compiler.view, compiler.access, plan.obj, expr):
+                yield compiler.resolve(plan, path)
+        elif expr.name in ("TOLABEL", "FORMAT") and isinstance(expr.args[0], Path):
+            yield _displayed(compiler, plan, expr, expr.args[0], item.alias)
+        else:
+            raise SoqlError(
+                f"{expr.text} needs an aggregate query (line {expr.line}, column {expr.column})"
+            )
+
+
+def _displayed(
+    compiler: Compiler, plan: _Plan, call: Call, path: Path, alias: str | None
+) -> _Column:
+    column = compiler.resolve(plan, path)
+    if column.formula is not None:
+        raise SoqlError(
+            f"{call.text}: a formula field cannot be labelled or formatted "
+            f"(line {call.line}, column {call.column})",
+            code="INVALID_FIELD",
+        )
+    if call.name == "TOLABEL":
+        column.display = to_label(column.definition, path)
+    else:
+        column.display = format_display(column.kind, field_scale(column.definition))
+        if column.display is None:  # shown unchanged, in its wire form
+            column.display = _converter(column) or (lambda value: value)
+    column.shown = call.text
+    if alias:
+        column.path = Path((alias,), path.line, path.column)
+        column.key = alias
+    return column
+
+
 def _source(plan: _Plan) -> Any:
     source: Any = plan.table
     for joined, on in plan.joins:
@@ -557,28 +761,24 @@ async def load_parent_paths(
         if rest:
             groups.setdefault(first, []).append(rest)
     dialect = session.get_bind().dialect.name
+    compiler = Compiler(
+        view, CallerAccess.system(view.org_id), include_deleted=False, dialect=dialect
+    )
     for first, rests in groups.items():
-        if first in _USER_KEYS:
-            key = _USER_KEYS[first]
-            user = user_table
-            stmt: Any = select(user.c.user_id, *[user.c[USER_FIELDS[r]] for r in rests]).where(
-                user.c.org_id == view.org_id
-            )
-            id_column = user.c.user_id
+        parent: ObjectDef | None
+        if first in _USER_KEYS:  # the User system object (ADR 0074), as SOQL reads it
+            key, parent = _USER_KEYS[first], USER.definition
         else:
             lookup = relationship(obj, first)
             parent = view.object(lookup.reference_to or "") if lookup else None
             if lookup is None or parent is None:  # pragma: no cover - checked at save time
                 raise SoqlError(f"no relationship {first!r} on {obj.api_name}")
             key = column_name(lookup.api_name)
-            compiler = Compiler(
-                view, CallerAccess.system(view.org_id), include_deleted=False, dialect=dialect
-            )
-            plan = _Plan(obj=parent, table=compiler.alias(parent))
-            columns = [compiler.resolve(plan, Path(tuple(r.split("."))), True) for r in rests]
-            stmt = select(plan.table.c.id, *[c.expr for c in columns]).select_from(_source(plan))
-            stmt = stmt.where(compiler.visible(plan.table, parent, system=True))
-            id_column = plan.table.c.id
+        plan = _Plan(obj=parent, table=compiler.alias(parent))
+        columns = [compiler.resolve(plan, Path(tuple(r.split("."))), True) for r in rests]
+        stmt = select(plan.table.c.id, *[c.expr for c in columns]).select_from(_source(plan))
+        stmt = stmt.where(compiler.visible(plan.table, parent, system=True))
+        id_column = plan.table.c.id
         ids = sorted({str(r[key]) for r in records if r.get(key)})
         found = (
             {row[0]: row[1:] for row in await session.execute(stmt.where(id_column.in_(ids)))}
@@ -601,6 +801,8 @@ _Projector = Callable[[Any], dict[str, Any]]
 
 def _converter(column: _Column) -> Callable[[Any], Any] | None:
     """How a non-null stored value of this column becomes its wire value (None: as is)."""
+    if column.display is not None:
+        return column.display
     if column.definition is not None:
         definition = column.definition
         if definition.type in WIRE_AS_STORED:
@@ -678,6 +880,13 @@ def projector(plan: _Plan) -> _Projector:
     return project
 
 
+def _compiler(
+    query: Select, view: MetadataView, access: CallerAccess, *, include_deleted: bool, dialect: str
+) -> Compiler:
+    """The compiler for `query` (one for records and system objects alike, ADR 0074)."""
+    return Compiler(view, access, include_deleted=include_deleted, dialect=dialect)
+
+
 async def run_query(
     session: AsyncSession,
     *,
@@ -691,10 +900,18 @@ async def run_query(
     page_size = max(MIN_PAGE, min(page_size, DEFAULT_PAGE))
     query = parse_soql(soql)
     dialect = session.get_bind().dialect.name
+    if query.aggregate:
+        # aggregates build on this module's compiler, so they are imported when first used
+        from nexus.runtime.query.aggregates import run_aggregate  # noqa: PLC0415
+
+        compiler = _compiler(query, view, access, include_deleted=include_deleted, dialect=dialect)
+        return await run_aggregate(
+            session, compiler=compiler, query=query, page_size=page_size, start=start
+        )
     key = (soql, include_deleted, dialect, view.org_id, view.revision, id(access), date.today())
     cached = _PLANS.get(key)
     if cached is None or cached[0] is not access:
-        compiler = Compiler(view, access, include_deleted=include_deleted, dialect=dialect)
+        compiler = _compiler(query, view, access, include_deleted=include_deleted, dialect=dialect)
         plan, stmt = compile_select(compiler, query)
         if len(_PLANS) > 512:
             _PLANS.clear()
@@ -739,13 +956,11 @@ async def run_query(
     return QueryPage(total_size=total, done=not more, records=records, revision=observed)
 
 
-async def _attach_children(
-    session: AsyncSession,
-    compiler: Compiler,
-    plan: _Plan,
-    child: Select,
-    records: list[dict[str, Any]],
-) -> None:
+def compile_child(
+    compiler: Compiler, plan: _Plan, child: Select
+) -> tuple[FieldDef, _Plan, SqlSelect[Any]]:
+    """A relationship subquery (`SELECT ... FROM Contacts`) as the child object's foreign key
+    to the parent, and the child's plan and statement (every access check made)."""
     relationship = child.object.lower()
     match = next(
         (
@@ -769,8 +984,20 @@ async def _attach_children(
         object_position=child.object_position,
         where=child.where,
         order=child.order,
+        items=child.items,
     )
     child_plan, stmt = compile_select(compiler, sub)
+    return fk, child_plan, stmt
+
+
+async def _attach_children(
+    session: AsyncSession,
+    compiler: Compiler,
+    plan: _Plan,
+    child: Select,
+    records: list[dict[str, Any]],
+) -> None:
+    fk, child_plan, stmt = compile_child(compiler, plan, child)
     fk_column = child_plan.table.c[column_name(fk.api_name)]
     ids = [r["Id"] for r in records]
     stmt = stmt.add_columns(fk_column.label("parent_fk"))

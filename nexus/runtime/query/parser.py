@@ -3,15 +3,49 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
-from nexus.contracts.errors import BadRequest
+from nexus.runtime.query.rules import check_select, check_where, position
+from nexus.runtime.query.syntax import (
+    AGGREGATES,
+    Call,
+    Condition,
+    Literal,
+    OrderItem,
+    Path,
+    Search,
+    Select,
+    SelectItem,
+    SoqlError,
+)
+
+__all__ = [
+    "AGGREGATES",
+    "Call",
+    "Condition",
+    "Literal",
+    "OrderItem",
+    "Path",
+    "Search",
+    "Select",
+    "SelectItem",
+    "SoqlError",
+    "check_select",
+    "parse_soql",
+    "parse_sosl",
+]
 
 MAX_SOQL = 100_000
 #: Parenthesised groups and NOTs nested in one condition. SQLite's parser stack holds about 35
@@ -22,71 +56,16 @@ MAX_NESTING = 20
 MAX_TERMS = 300
 MAX_OFFSET = 2000  # as Salesforce
 MAX_LIMIT = 2**31 - 1  # SOQL's integer; the databases take no more than 64 bits
-_COMPARISONS = {"compare", "like", "in_", "not_in", "includes", "excludes"}
-
-
-class SoqlError(BadRequest):
-    """MALFORMED_QUERY (syntax) or INVALID_FIELD / INVALID_TYPE (names), with position."""
-
-    default_code = "MALFORMED_QUERY"
-
-
-@dataclass(frozen=True)
-class Path:
-    parts: tuple[str, ...]
-    line: int = 1
-    column: int = 1
-
-    @property
-    def text(self) -> str:
-        return ".".join(self.parts)
-
-
-@dataclass(frozen=True)
-class Literal:
-    kind: str  # string, number, date, datetime, null, boolean, date_literal
-    value: Any
-
-
-@dataclass(frozen=True)
-class Condition:
-    op: str  # and, or, not, compare, like, in, not_in, includes, excludes
-    children: tuple[Condition, ...] = ()
-    path: Path | None = None
-    operator: str = ""
-    values: tuple[Literal, ...] = ()
-
-
-@dataclass(frozen=True)
-class OrderItem:
-    path: Path
-    descending: bool = False
-    nulls_last: bool | None = None
-
-
-@dataclass(frozen=True)
-class Select:
-    fields: tuple[Path, ...]
-    children: tuple[Select, ...]
-    count: bool
-    object: str
-    object_position: tuple[int, int]
-    where: Condition | None = None
-    order: tuple[OrderItem, ...] = ()
-    limit: int | None = None
-    offset: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True)
-class Search:
-    """`FIND {term} [IN scope FIELDS] RETURNING Obj(fields [WHERE] [ORDER BY] [LIMIT]), ...
-    [LIMIT n]`: each RETURNING item is a `Select` without children or COUNT()."""
-
-    term: str
-    scope: str  # ALL, NAME, EMAIL, PHONE
-    returning: tuple[Select, ...]
-    limit: int | None = None
+_COMPARISONS = {
+    "compare",
+    "like",
+    "in_",
+    "not_in",
+    "in_select",
+    "not_in_select",
+    "includes",
+    "excludes",
+}
 
 
 @cache
@@ -115,7 +94,12 @@ def _parse(text: str, start: str, code: str, what: str) -> Any:
             f"malformed {what} at line {exc.line}, column {exc.column}", code=code
         ) from None
     _check_size(tree, code, what)
-    return _Build().transform(tree)
+    try:
+        return _Build().transform(tree)
+    except VisitError as exc:  # a rule refused while the tree is built (GROUP BY's shape)
+        if isinstance(exc.orig_exc, SoqlError):
+            raise exc.orig_exc from None
+        raise
 
 
 def _check_size(tree: Tree[Token], code: str, what: str) -> None:
@@ -168,7 +152,9 @@ def _bounded(clause: Tree[Token], maximum: int) -> None:
 
 @lru_cache(maxsize=512)
 def parse_soql(text: str) -> Select:
-    return _parse(text, "start", "MALFORMED_QUERY", "query")  # type: ignore[no-any-return]
+    query: Select = _parse(text, "start", "MALFORMED_QUERY", "query")
+    check_select(query)
+    return query
 
 
 @lru_cache(maxsize=512)
@@ -177,6 +163,9 @@ def parse_sosl(text: str) -> Search:
     search: Search = _parse(text, "search", "MALFORMED_SEARCH", "search")
     if not search.term.strip():
         raise SoqlError("the search term is empty (line 1)", code="MALFORMED_SEARCH")
+    for returning in search.returning:
+        if returning.where is not None:
+            check_where(returning.where, nested=False, inside=False)
     return search
 
 
@@ -204,26 +193,66 @@ def _unquote(raw: str) -> str:
     return "".join(out)
 
 
+def _text(operand: Path | Call) -> str:
+    return operand.text
+
+
+def _is_count(expr: Path | Call) -> bool:
+    """`COUNT()`: the count query (totalSize only)."""
+    return isinstance(expr, Call) and expr.name == "COUNT" and not expr.args
+
+
+def _grouped(items: tuple[Path | Call, ...]) -> tuple[Path, ...]:
+    """GROUP BY's fields: plain paths, or the paths of one ROLLUP(...)."""
+    paths: list[Path] = []
+    for item in items:
+        if isinstance(item, Path):
+            paths.append(item)
+            continue
+        if item.name != "ROLLUP":
+            word = "is not supported" if item.name == "CUBE" else "cannot be grouped by"
+            raise SoqlError(f"GROUP BY {item.text} {word} {position(item)}")
+        if len(items) > 1:
+            raise SoqlError(
+                f"GROUP BY ROLLUP() cannot be combined with other fields {position(item)}"
+            )
+        if not 1 <= len(item.args) <= 3 or not all(isinstance(a, Path) for a in item.args):
+            raise SoqlError(f"ROLLUP takes one to three fields {position(item)}")
+        paths.extend(a for a in item.args if isinstance(a, Path))
+    return tuple(paths)
+
+
+def _comparison(op: str, operand: Path | Call, **parts: Any) -> Condition:
+    if isinstance(operand, Call):
+        return Condition(op, call=operand, **parts)
+    return Condition(op, path=operand, **parts)
+
+
 @v_args(meta=True)
 class _Build(Transformer[Token, Any]):
     def start(self, meta: Any, children: list[Any]) -> Select:
         return children[0]  # type: ignore[no-any-return]
 
     def _select(self, meta: Any, children: list[Any]) -> Select:
-        items, name = children[0], children[1]
+        entries, name = children[0], children[1]
         rest = {type(c).__name__: c for c in children[2:]}
-        fields = tuple(i for i in items if isinstance(i, Path))
-        subqueries = tuple(i for i in items if isinstance(i, Select))
+        items = tuple(i for i in entries if isinstance(i, SelectItem))
+        counts = [i for i in items if _is_count(i.expr)]
+        grouping = rest["_GroupBy"].items if "_GroupBy" in rest else ()
         return Select(
-            fields=fields,
-            children=subqueries,
-            count=any(i == "COUNT" for i in items),
+            fields=tuple(i.expr for i in items if isinstance(i.expr, Path)),
+            children=tuple(i for i in entries if isinstance(i, Select)),
+            count=bool(counts),
             object=str(name),
             object_position=(name.line, name.column),
             where=rest.get("_Where") and rest["_Where"].condition,
             order=rest["_Order"].items if "_Order" in rest else (),
             limit=rest["_Limit"].value if "_Limit" in rest else None,
             offset=rest["_Offset"].value if "_Offset" in rest else None,
+            items=tuple(i for i in items if not _is_count(i.expr) or i.alias),
+            group_by=_grouped(grouping),
+            rollup=any(isinstance(g, Call) for g in grouping),
+            having=rest["_Having"].condition if "_Having" in rest else None,
         )
 
     query = _select
@@ -266,8 +295,17 @@ class _Build(Transformer[Token, Any]):
     def select_list(self, meta: Any, children: list[Any]) -> list[Any]:
         return children
 
-    def count(self, meta: Any, children: list[Any]) -> str:
-        return "COUNT"
+    def item(self, meta: Any, children: list[Any]) -> SelectItem:
+        alias = children[1] if len(children) > 1 else None
+        return SelectItem(children[0], None if alias is None else str(alias))
+
+    def alias(self, meta: Any, children: list[Token]) -> Token:
+        return children[0]
+
+    def call(self, meta: Any, children: list[Any]) -> Call:
+        name, args = children[0], tuple(children[1:])
+        text = f"{name}({', '.join(_text(a) for a in args)})"
+        return Call(str(name).upper(), args, text, meta.line, meta.column)
 
     def child(self, meta: Any, children: list[Any]) -> Select:
         return children[0]  # type: ignore[no-any-return]
@@ -277,6 +315,12 @@ class _Build(Transformer[Token, Any]):
 
     def where(self, meta: Any, children: list[Any]) -> _Where:
         return _Where(children[0])
+
+    def group_by(self, meta: Any, children: list[Any]) -> _GroupBy:
+        return _GroupBy(tuple(children))
+
+    def having(self, meta: Any, children: list[Any]) -> _Having:
+        return _Having(children[0])
 
     def or_(self, meta: Any, children: list[Condition]) -> Condition:
         return Condition("or", tuple(children))
@@ -288,26 +332,29 @@ class _Build(Transformer[Token, Any]):
         return Condition("not", (children[0],))
 
     def compare(self, meta: Any, children: list[Any]) -> Condition:
-        path, op, value = children
-        return Condition("compare", path=path, operator=str(op), values=(value,))
+        operand, op, value = children
+        return _comparison("compare", operand, operator=str(op), values=(value,))
 
     def like(self, meta: Any, children: list[Any]) -> Condition:
-        return Condition("like", path=children[0], values=(children[1],))
-
-    def _set(self, op: str, children: list[Any]) -> Condition:
-        return Condition(op, path=children[0], values=tuple(children[1]))
+        return _comparison("like", children[0], values=(children[1],))
 
     def in_(self, meta: Any, children: list[Any]) -> Condition:
-        return self._set("in", children)
+        return _comparison("in", children[0], values=tuple(children[1]))
 
     def not_in(self, meta: Any, children: list[Any]) -> Condition:
-        return self._set("not_in", children)
+        return _comparison("not_in", children[0], values=tuple(children[1]))
+
+    def in_select(self, meta: Any, children: list[Any]) -> Condition:
+        return _comparison("in_select", children[0], query=children[1])
+
+    def not_in_select(self, meta: Any, children: list[Any]) -> Condition:
+        return _comparison("not_in_select", children[0], query=children[1])
 
     def includes(self, meta: Any, children: list[Any]) -> Condition:
-        return self._set("includes", children)
+        return _comparison("includes", children[0], values=tuple(children[1]))
 
     def excludes(self, meta: Any, children: list[Any]) -> Condition:
-        return self._set("excludes", children)
+        return _comparison("excludes", children[0], values=tuple(children[1]))
 
     def values(self, meta: Any, children: list[Literal]) -> list[Literal]:
         return children
@@ -340,7 +387,7 @@ class _Build(Transformer[Token, Any]):
         return _Order(tuple(children))
 
     def order_item(self, meta: Any, children: list[Any]) -> OrderItem:
-        path = children[0]
+        operand = children[0]
         descending = any(
             str(c).upper() == "DESC"
             for c in children[1:]
@@ -350,7 +397,11 @@ class _Build(Transformer[Token, Any]):
             (str(c).upper() for c in children[1:] if isinstance(c, Token) and c.type == "NULLS"),
             None,
         )
-        return OrderItem(path, descending, None if nulls is None else nulls.endswith("LAST"))
+        nulls_last = None if nulls is None else nulls.endswith("LAST")
+        if isinstance(operand, Call):
+            shown = Path((operand.text,), operand.line, operand.column)
+            return OrderItem(shown, descending, nulls_last, call=operand)
+        return OrderItem(operand, descending, nulls_last)
 
     def limit(self, meta: Any, children: list[Token]) -> _Limit:
         return _Limit(int(children[0]))
@@ -361,6 +412,16 @@ class _Build(Transformer[Token, Any]):
 
 @dataclass(frozen=True)
 class _Where:
+    condition: Condition
+
+
+@dataclass(frozen=True)
+class _GroupBy:
+    items: tuple[Path | Call, ...]
+
+
+@dataclass(frozen=True)
+class _Having:
     condition: Condition
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from nexus.contracts.records import ErrorCategory, RecordError
+from nexus.contracts.records import ErrorCategory, ErrorReason, RecordError
 from nexus.platform.ids import to_18
 from nexus.runtime.metadata.definitions import FieldDef
 
@@ -33,12 +33,13 @@ class InvalidValue(Exception):
         self.error = error
 
 
-def _bad(field: FieldDef, message: str) -> InvalidValue:
+def _bad(field: FieldDef, message: str, reason: ErrorReason | None = None) -> InvalidValue:
     return InvalidValue(
         RecordError(
             category=ErrorCategory.INVALID_TYPE_VALUE,
             message=f"{field.api_name}: {message}",
             fields=[field.api_name],
+            reason=reason,
         )
     )
 
@@ -67,7 +68,11 @@ def _text(field: FieldDef, value: Any) -> str:
     if field.type == "picklist" and field.restricted and value:
         allowed = {v.value for v in field.values or () if v.active}
         if value not in allowed:
-            raise _bad(field, f"bad value for restricted picklist: {value}")
+            raise _bad(
+                field,
+                f"bad value for restricted picklist: {value}",
+                ErrorReason.RESTRICTED_PICKLIST,
+            )
     return value
 
 
@@ -83,7 +88,11 @@ def _multi_picklist(field: FieldDef, value: Any) -> str:
         allowed = {v.value for v in field.values or () if v.active}
         bad = [v for v in unique if v not in allowed]
         if bad:
-            raise _bad(field, f"bad value for restricted picklist: {bad[0]}")
+            raise _bad(
+                field,
+                f"bad value for restricted picklist: {bad[0]}",
+                ErrorReason.RESTRICTED_PICKLIST,
+            )
     return _text(field, ";".join(unique))
 
 
@@ -108,7 +117,11 @@ def _number(field: FieldDef, value: Any) -> Decimal:
 
 
 def _out_of_range(field: FieldDef, digits: int) -> InvalidValue:
-    return _bad(field, f"number outside the valid range ({digits} integer digits)")
+    return _bad(
+        field,
+        f"number outside the valid range ({digits} integer digits)",
+        ErrorReason.NUMBER_OUT_OF_RANGE,
+    )
 
 
 def _date(field: FieldDef, value: Any) -> date:
@@ -154,6 +167,7 @@ def _reference(field: FieldDef, value: Any) -> str:
                 category=ErrorCategory.INVALID_FIELD,
                 message=f"{field.api_name}: invalid id {value[:20]}",
                 fields=[field.api_name],
+                reason=ErrorReason.MALFORMED_ID,
             )
         ) from None
 

@@ -26,6 +26,7 @@ from nexus.contracts.identity import TrustedCall
 from nexus.contracts.records import (
     MAX_BATCH,
     ErrorCategory,
+    ErrorReason,
     ItemResult,
     MutateItem,
     MutateRequest,
@@ -38,7 +39,7 @@ from nexus.platform.observability import get_logger
 from nexus.runtime.access.service import CallerAccess
 from nexus.runtime.formula.compiler import Formula
 from nexus.runtime.formula.nodes import Context
-from nexus.runtime.metadata.definitions import FieldDef, ObjectDef
+from nexus.runtime.metadata.definitions import SYSTEM_FIELDS, FieldDef, ObjectDef
 from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.outbox.after_save import Saved, enqueue_after_save, has_after_save
 from nexus.runtime.query.engine import load_parent_paths
@@ -62,6 +63,19 @@ class AllOrNoneRolledBack(Exception):
 
 def _err(category: ErrorCategory, message: str, *fields: str) -> RecordError:
     return RecordError(category=category, message=message, fields=list(fields))
+
+
+#: The system fields (any case) -> their api name: Runtime sets them, a caller never does.
+_SYSTEM = {name.lower(): name for name in SYSTEM_FIELDS}
+
+
+def _read_only(name: str, message: str) -> RecordError:
+    return RecordError(
+        category=ErrorCategory.INVALID_FIELD,
+        message=message,
+        fields=[name],
+        reason=ErrorReason.READ_ONLY_FIELD,
+    )
 
 
 @dataclass
@@ -234,7 +248,8 @@ def _resolve_objects(ctx: _Context, work: list[_Work]) -> None:
         try:
             w.record_id = to_18(item.id or "")
         except ValueError:
-            w.fail(_err(ErrorCategory.NOT_FOUND, "malformed record id", "Id"))
+            malformed = _err(ErrorCategory.NOT_FOUND, "malformed record id", "Id")
+            w.fail(malformed.model_copy(update={"reason": ErrorReason.MALFORMED_ID}))
             continue
         obj = ctx.view.object_by_prefix(w.record_id)
         if obj is None or (item.object and item.object.lower() != obj.api_name.lower()):
@@ -288,19 +303,21 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
     """Coerce and authorize the item's field values into column values."""
     obj = w.definition
     for name, raw in w.item.fields.items():
+        system = _SYSTEM.get(name.lower())
+        if system is not None:
+            w.fail(_read_only(system, f"{system} is set by the system and cannot be written"))
+            continue
         definition = ctx.view.field(obj, name)
         if definition is None:
             w.fail(_err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name))
             continue
-        _readable, editable = ctx.access.field(ctx.view, obj, definition)
+        readable, editable = ctx.access.field(ctx.view, obj, definition)
         if not editable:
-            w.fail(
-                _err(
-                    ErrorCategory.INVALID_FIELD,
-                    f"{definition.api_name} is not writable for you",
-                    definition.api_name,
-                )
-            )
+            message = f"{definition.api_name} is not writable for you"
+            if readable:  # a field the caller cannot read is not confirmed as read-only
+                w.fail(_read_only(definition.api_name, message))
+            else:
+                w.fail(_err(ErrorCategory.INVALID_FIELD, message, definition.api_name))
             continue
         try:
             w.values[column_name(definition.api_name)] = coerce(definition, raw)

@@ -27,6 +27,7 @@ from nexus.runtime.records.coercion import (
 )
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
+from nexus.runtime.system_objects.service import read_system_record, system_record_target
 
 log = get_logger(__name__)
 SYSTEM = {
@@ -296,6 +297,11 @@ async def read_record(
         )
     if record_id is None:
         raise BadRequest("give id, or external_id_field and external_id")
+    system = system_record_target(view, object_name, record_id)
+    if system is not None:  # User, Organization, ... (read-only projections, ADR 0074)
+        return await read_system_record(
+            session, view=view, access=access, obj=system, record_id=record_id, fields=fields
+        )
     return await read_selected(
         session,
         view=view,

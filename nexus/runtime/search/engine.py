@@ -1,4 +1,4 @@
-"""SOSL (`FIND {term} RETURNING ...`) and the UI's term search over the search index.
+"""SOSL (`FIND {term} [RETURNING ...]`) and the UI's term search over the search index.
 
 Each RETURNING item is compiled by the SOQL compiler (`compile_select`: object permission, FLS on
 fields, WHERE and ORDER BY, the caller's row predicate and the deleted filter), then
@@ -192,6 +192,8 @@ async def run_search(
     limit = min(search.limit or DEFAULT_LIMIT, MAX_LIMIT)
     if not words:
         return []
+    if not search.returning:
+        search = every_object(view, access, search)
     dialect = session.get_bind().dialect.name
     compiler = Compiler(view, access, include_deleted=False, dialect=dialect)
     specs = []
@@ -258,6 +260,23 @@ async def run_search(
     else:
         hits.sort(key=lambda h: (-h.rank, h.spec, h.position))
     return [h.record for h in hits[:limit]]
+
+
+def every_object(view: MetadataView, access: CallerAccess, search: Search) -> Search:
+    """`FIND {term}` without RETURNING, as Salesforce answers it: the Id of each match in
+    every object the caller may read that has a searchable field in the search's scope."""
+    chosen = sorted(
+        o.api_name
+        for o in view.objects.values()
+        if access.object(view, o).read and _fields(view, access, o, search.scope)
+    )
+    returning = tuple(
+        Select(
+            fields=(Path(("Id",)),), children=(), count=False, object=name, object_position=(1, 1)
+        )
+        for name in chosen
+    )
+    return Search(term=search.term, scope=search.scope, returning=returning, limit=search.limit)
 
 
 def term_search(

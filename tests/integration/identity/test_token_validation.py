@@ -14,6 +14,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from nexus.identity.keys import KeyRing, key_dir
+from nexus.identity.setup import load_identity_config
 from nexus.platform.secrets import secrets_dir
 from tests.integration.identity.conftest import ALICE_PASSWORD, Identity
 
@@ -29,6 +30,9 @@ def _unsigned(header: dict, claims: dict) -> str:
 
 
 async def _valid_token(identity: Identity) -> tuple[str, dict, dict]:
+    """A genuine RS256 access token (the form Nexus issued before ADR 0075, still accepted):
+    the claims of the session the token endpoint just opened, signed with the deployment's key.
+    The endpoint itself answers a session handle (`00D...!...`), which carries no claims."""
     async with httpx.AsyncClient(base_url=identity.url) as client:
         reply = await client.post(
             "/services/oauth2/token",
@@ -40,7 +44,25 @@ async def _valid_token(identity: Identity) -> tuple[str, dict, dict]:
                 "client_secret": identity.confidential.client_secret,
             },
         )
-    token = reply.json()["access_token"]
+    body = reply.json()
+    cfg = load_identity_config(identity.settings)
+    handle = cfg.handles.read(body["access_token"])
+    assert handle is not None, body["access_token"]
+    now = int(time.time())
+    claims = {
+        "iss": cfg.issuer,
+        "aud": cfg.audience,
+        "sub": body["id"].rsplit("/", 1)[1],
+        "org": handle.org_id,
+        "sid": handle.session_id,
+        "cid": identity.confidential.client_id,
+        "scp": body["scope"],
+        "sep": 1,
+        "iat": now,
+        "exp": handle.expires_at,
+        "jti": "t" + str(now),
+    }
+    token = cfg.keys.sign(claims, typ="at+jwt")
     header_part, claims_part, _ = token.split(".")
     pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
     return (

@@ -312,6 +312,7 @@ async def test_the_worker_reports_its_inbox_on_readyz_and_metrics(
             "inbox": True,
             "outbox": True,
             "imports": True,
+            "bulk": True,
         }
         deadline = time.monotonic() + 15
         dead = re.compile(

@@ -1,0 +1,1 @@
+"""Data replication and recent records: `records/updated`, `records/deleted`, `records/recent`."""

@@ -1,0 +1,2 @@
+"""Record trees: create parents with their children (`records/tree`), read a relationship
+(`records/related`)."""
