@@ -20,6 +20,7 @@ from nexus.platform.periodic import every, unless_cancelled
 from nexus.platform.service_app import ServiceState, create_service_app, role_engine
 from nexus.platform.settings import Settings
 from nexus.platform.workqueue.metrics import watching_queues
+from nexus.runtime.admin.bulk_jobs import router as bulk_jobs_router
 from nexus.runtime.admin.endpoints import router as admin_router
 from nexus.runtime.bulk.endpoints import router as bulk_router
 from nexus.runtime.bulk.queue import BELL as BULK_BELL
@@ -156,6 +157,7 @@ def create_api_app(settings: Settings) -> FastAPI:
     app.include_router(usage_router)
     app.include_router(ui_router)
     app.include_router(admin_router)
+    app.include_router(bulk_jobs_router)
     app.include_router(imports_router)
     app.include_router(bulk_router)
     app.include_router(changes_router)

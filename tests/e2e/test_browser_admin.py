@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from playwright.sync_api import Browser, FilePayload, Page, expect
@@ -355,6 +356,50 @@ def test_the_catalog_installs_and_refuses_an_uninstall_others_depend_on(admin: P
     expect(admin.get_by_role("row").filter(has_text="issue-tracker")).to_be_visible()
     check_accessibility(admin, "admin catalog")
     shot(admin, "admin/catalog")
+
+
+def bulk_api(stack: Stack, token: str, method: str, path: str, **kwargs: Any) -> Any:
+    """The Bulk API 2.0 through the gateway over HTTPS, as a Salesforce client calls it."""
+    headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+    url = f"{stack.https}/services/data/v59.0/jobs/ingest{path}"
+    reply = httpx.request(method, url, headers=headers, verify=stack.tls(), timeout=30, **kwargs)
+    assert reply.status_code in (200, 201), reply.text
+    return reply.json() if reply.content else None
+
+
+def test_a_bulk_jobs_progress_reaches_job_complete_in_the_panel(admin: Page, stack: Stack) -> None:
+    token = stack.token("rep2", PASSWORD)
+    job = {"object": "Contact", "operation": "insert", "contentType": "CSV"}
+    loading = bulk_api(stack, token, "POST", "", json=job)["id"]
+    stray = bulk_api(stack, token, "POST", "", json=job)["id"]
+    open_section(admin, "Bulk jobs")
+    panel = admin.get_by_role("region", name="Bulk API jobs")
+    row = panel.get_by_role("row").filter(has_text=loading)
+    expect(row).to_contain_text("Open")
+    expect(row).to_contain_text("rep2")
+    expect(panel.get_by_role("status")).to_contain_text("Refreshing")
+
+    # the upload and its close come through the REST API; the panel follows on its own
+    rows = "".join(f"Bulk{TAG},Row {TAG} {n:04d},Bulk {n}\n" for n in range(1, 2501))
+    csv_text = "FirstName,LastName,Name\n" + rows
+    headers = {"Content-Type": "text/csv"}
+    bulk_api(stack, token, "PUT", f"/{loading}/batches", content=csv_text.encode(), headers=headers)
+    bulk_api(stack, token, "PATCH", f"/{loading}", json={"state": "UploadComplete"})
+    expect(row).to_contain_text("JobComplete", timeout=60_000)
+    expect(row).to_contain_text("2500 / 2500 records")
+    expect(row).to_contain_text("3 / 3")  # chunks of 1,000
+    expect(row.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100")
+    expect(row.get_by_role("button", name=f"Abort {loading}")).to_have_count(0)
+    assert f"Row {TAG}" not in admin.content()  # never a record value
+
+    # the other job is still Open: the administrator aborts it, and its creator sees that
+    panel.get_by_role("button", name=f"Abort {stray}").click()
+    expect(admin.get_by_text(f"Job {stray} aborted")).to_be_visible()
+    expect(panel.get_by_role("row").filter(has_text=stray)).to_contain_text("Aborted")
+    assert bulk_api(stack, token, "GET", f"/{stray}")["state"] == "Aborted"
+    expect(panel.get_by_role("status")).to_have_count(0)  # nothing runs: no more refreshing
+    check_accessibility(admin, "admin bulk jobs")
+    shot(admin, "admin/bulk-jobs")
 
 
 def test_a_user_who_is_not_an_administrator_is_not_allowed(browser: Browser, stack: Stack) -> None:

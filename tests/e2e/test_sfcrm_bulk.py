@@ -1,6 +1,8 @@
-"""Bulk API 2.0 through the gateway over HTTPS with unmodified Salesforce clients against
-`nexus up` (issue 26, ADR 0077): simple-salesforce's `sf.bulk2` (insert of 10,000 Contacts
-from a file, failed records, query pages, upsert, delete) and jsforce's `conn.bulk2`."""
+"""Bulk API 2.0 and 1.0 through the gateway over HTTPS with unmodified Salesforce clients
+against `nexus up` (issue 26, ADR 0077): simple-salesforce's `sf.bulk2` (insert of 10,000
+Contacts from a file, failed records, query pages, upsert, delete) and `sf.bulk` (JSON jobs
+and batches: insert, upsert, delete, query, query_all), jsforce's `conn.bulk2` and
+`conn.bulk` (XML jobs, CSV batches)."""
 
 from __future__ import annotations
 
@@ -121,7 +123,66 @@ def test_simple_salesforce_bulk2(stack: Stack, tmp_path: Path) -> None:
     assert reply.json()[0]["errorCode"] == "NOT_FOUND"
 
 
-def test_jsforce_bulk2(stack: Stack) -> None:
+def test_simple_salesforce_bulk_v1(stack: Stack) -> None:
+    sf = client(stack)
+    tag = uuid.uuid4().hex[:8]
+    records = [
+        {"External_Id__c": f"V1-{tag}-{n}", "LastName": f"V1 {tag} {n:04d}", "Name": "V"}
+        for n in range(1, 2501)
+    ]
+    records.append({"External_Id__c": f"V1-{tag}-bad", "LastName": None, "Name": "No name"})
+    # two batches of one job, saved as soon as each is queued
+    inserted = sf.bulk.Contact.insert(records, batch_size=1500)
+    assert len(inserted) == 2501
+    assert sum(1 for r in inserted if r["success"] and r["created"]) == 2500
+    [bad] = [r for r in inserted if not r["success"]]
+    assert bad["errors"][0]["statusCode"] == "REQUIRED_FIELD_MISSING"
+    ids = [r["id"] for r in inserted if r["success"]]
+    assert all(i.startswith("003") for i in ids)
+
+    upserted = sf.bulk.Contact.upsert(
+        [
+            {"External_Id__c": f"V1-{tag}-1", "LastName": f"V1 {tag} renamed"},
+            {"External_Id__c": f"V1-{tag}-new", "LastName": f"V1 {tag} new", "Name": "N"},
+        ],
+        "External_Id__c",
+    )
+    assert [(r["success"], r["created"]) for r in upserted] == [(True, False), (True, True)]
+    assert upserted[0]["id"] == ids[0]
+
+    soql = f"SELECT Id, LastName FROM Contact WHERE LastName LIKE 'V1 {tag}%'"
+    queried = sf.bulk.Contact.query(soql, wait=WAIT)
+    assert len(queried) == 2501  # over two result pages
+    assert {r["Id"] for r in queried} == {*ids, upserted[1]["id"]}
+    assert queried[0]["attributes"]["type"] == "Contact"
+
+    deleted = sf.bulk.Contact.delete([{"Id": i} for i in ids[:20]])
+    assert all(r["success"] for r in deleted)
+    assert len(sf.bulk.Contact.query(soql, wait=WAIT)) == 2481
+    assert len(sf.bulk.Contact.query_all(soql, wait=WAIT)) == 2501  # with the deleted ones
+
+    # another user's job is no job of theirs; a closed job takes no batch
+    headers = {"X-SFDC-Session": stack.tokens["rep1"], "Content-Type": "application/json"}
+    base = f"{stack.https}/services/async/{VERSION}"
+    job = sf.session.post(
+        f"{base}/job",
+        headers=headers,
+        json={"operation": "insert", "object": "Contact", "contentType": "JSON"},
+    ).json()
+    theirs = sf.session.get(
+        f"{base}/job/{job['id']}", headers={**headers, "X-SFDC-Session": stack.tokens["rep2"]}
+    )
+    assert theirs.status_code == 400
+    assert theirs.json()["exceptionCode"] == "InvalidJob"
+    sf.session.post(f"{base}/job/{job['id']}", headers=headers, json={"state": "Closed"})
+    late = sf.session.post(
+        f"{base}/job/{job['id']}/batch", headers=headers, json=[{"LastName": "Late"}]
+    )
+    assert late.status_code == 400
+    assert late.json()["exceptionCode"] == "InvalidJobState"
+
+
+def _jsforce(stack: Stack, script: str) -> dict[str, object]:
     node = shutil.which("node")
     assert node is not None, "Node.js is required"
     if not (JSFORCE_DIR / "node_modules" / "jsforce").is_dir():
@@ -142,7 +203,7 @@ def test_jsforce_bulk2(stack: Stack) -> None:
         "tag": f"JS{uuid.uuid4().hex[:8]}",
     }
     done = subprocess.run(
-        [node, str(JSFORCE_DIR / "bulk2.mjs")],
+        [node, str(JSFORCE_DIR / script)],
         input=json.dumps(config),
         env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
         capture_output=True,
@@ -151,8 +212,13 @@ def test_jsforce_bulk2(stack: Stack) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
-        "ok": True,
-        "inserted": 300,
-        "queried": 300,
-    }
+    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_jsforce_bulk2(stack: Stack) -> None:
+    assert _jsforce(stack, "bulk2.mjs") == {"ok": True, "inserted": 300, "queried": 300}
+
+
+def test_jsforce_bulk_v1(stack: Stack) -> None:
+    assert _jsforce(stack, "bulk1.mjs") == {"ok": True, "inserted": 200, "queried": 200}

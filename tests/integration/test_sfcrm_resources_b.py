@@ -150,7 +150,7 @@ async def test_every_resource_in_the_map_exists(stack: Stack) -> None:
 @pytest.mark.parametrize(
     "path",
     [
-        "/services/async/59.0/job",
+        "/services/data/v59.0/jobs/nope",  # (`/services/async/...` is Bulk API 1.0's)
         "/services/apexrest/x",
         "/services/foo",
         "/services",

@@ -227,6 +227,10 @@ async def test_list_ui_pages_sorts_filters_and_decides_row_actions(
     assert (await ok(stack, "rep1", "list-ui/Opportunity/__Recent"))["records"]["count"] == 1
     assert (await get(stack, "rep1", "list-ui/Contact/All_Accounts")).status_code == 404
     assert (await get(stack, "rep1", "list-ui/Account/All_Accounts", pageSize=0)).status_code == 400
+    # `²` passes str.isdigit but is no number: a 400, never a 500
+    superscript = await get(stack, "rep1", "list-ui/Account/All_Accounts", pageSize="\u00b2")
+    assert superscript.status_code == 400
+    assert (await get(stack, "rep1", "search", q="Acme", pageSize="\u00b2")).status_code == 400
 
 
 async def test_search_groups_by_object_and_respects_sharing(

@@ -4,6 +4,7 @@ import { useEffect, useState } from "react";
 import { ApiError } from "../api/http";
 import { users } from "../api/admin";
 import { EmptyState, Link, Spinner } from "../ui/components";
+import { BulkJobsPanel } from "./BulkJobsPanel";
 import { CatalogPanel } from "./CatalogPanel";
 import { IntegrationPanel } from "./IntegrationPanel";
 import { MetadataPanel } from "./MetadataPanel";
@@ -12,6 +13,7 @@ import { RuntimePanel } from "./RuntimePanel";
 export const SECTIONS = [
   { key: "integration", label: "Integration" },
   { key: "runtime", label: "Users & access" },
+  { key: "bulk", label: "Bulk jobs" },
   { key: "catalog", label: "Apps" },
   { key: "metadata", label: "Metadata" },
 ] as const;
@@ -49,6 +51,7 @@ export function AdminScreen({ section }: { section: string }) {
       </nav>
       {current.key === "integration" && <IntegrationPanel />}
       {current.key === "runtime" && <RuntimePanel />}
+      {current.key === "bulk" && <BulkJobsPanel />}
       {current.key === "catalog" && <CatalogPanel />}
       {current.key === "metadata" && <MetadataPanel />}
     </div>

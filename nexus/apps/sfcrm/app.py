@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nexus.apps.sfcrm import (
     batch,
+    bulk1,
     bulk2,
     changes,
     composite,
@@ -206,6 +207,7 @@ def create_app(settings: Settings) -> FastAPI:  # noqa: PLR0915 - one line per r
     app.include_router(sobjects.router)
     app.include_router(query.router)
     app.include_router(bulk2.router)
+    app.include_router(bulk1.router)  # `/services/async/...`: Bulk API 1.0's own errors
     app.include_router(composite.router)
     app.include_router(ui_api.router)
     app.include_router(undelete.router)

@@ -23,6 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from nexus.apps.sfcrm.context import dialect
 from nexus.apps.sfcrm.errors import CATEGORY_CODES, SfError, bad_request
+from nexus.apps.sfcrm.params import whole_number
 from nexus.apps.sfcrm.runtime_client import Caller
 from nexus.contracts.records import ErrorCategory
 
@@ -314,7 +315,8 @@ async def upload(request: Request, version: str, job_id: str) -> Response:
     caller = await d.enter(request, version)
     job_id = job_id[:18]
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
+    size = whole_number(declared)
+    if size is not None and size > MAX_UPLOAD_BYTES:
         raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "an upload is at most 100 MB")
     buffer = bytearray()
     header: bytes | None = None
@@ -481,9 +483,10 @@ async def query_results(request: Request, version: str, job_id: str) -> Response
     body: dict[str, Any] = {"id": job_id[:18], "locator": params.get("locator") or None}
     max_records = params.get("maxRecords")
     if max_records:
-        if not max_records.isdigit() or int(max_records) < 1:
+        count = whole_number(max_records)
+        if count is None or count < 1:
             raise bad_request("INVALID_FIELD", "maxRecords must be a positive integer")
-        body["max_records"] = min(int(max_records), 10_000_000)
+        body["max_records"] = min(count, 10_000_000)
     reply, values, meta = await _open(request, caller, "bulk/query/results", body)
     out = _job_csv(meta["job"])
     first = out.rows([list(meta["columns"])])

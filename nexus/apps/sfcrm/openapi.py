@@ -46,6 +46,13 @@ from nexus.apps.sfcrm.openapi_parts import (
 from nexus.apps.sfcrm.openapi_setup import replication, setup, tooling
 
 SEVERAL = json_answer(array(STRING))  # 300: the urls of the records an external id names
+TREE_EXAMPLE = {
+    "attributes": {"type": "Account", "referenceId": "acme"},
+    "Name": "Tree Acme",
+    "Contacts": {
+        "records": [{"attributes": {"type": "Contact", "referenceId": "ada"}, "LastName": "Ada"}]
+    },
+}
 
 
 def directory() -> Area:
@@ -322,7 +329,13 @@ def composites() -> Area:
                                 minItems=1,
                                 maxItems=25,
                             ),
-                        )
+                        ),
+                        example={
+                            "batchRequests": [
+                                {"method": "GET", "url": f"v{LATEST_VERSION}.0/limits"},
+                                {"method": "GET", "url": f"v{LATEST_VERSION}.0/recent?limit=2"},
+                            ]
+                        },
                     ),
                 )
             },
@@ -335,7 +348,8 @@ def composites() -> Area:
                     },
                     parameters=[VERSION, SOBJECT],
                     body=json_body(
-                        obj(("records",), records=array(tree_record, minItems=1, maxItems=200))
+                        obj(("records",), records=array(tree_record, minItems=1, maxItems=200)),
+                        example={"records": [TREE_EXAMPLE]},
                     ),
                 )
             },

@@ -66,8 +66,12 @@ def json_answer(schema: Schema, description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def json_body(schema: Schema) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
+def json_body(schema: Schema, example: Any = None) -> dict[str, Any]:
+    """A required JSON body; `example` is one the fuzzer's examples phase sends."""
+    media: dict[str, Any] = {"schema": schema}
+    if example is not None:
+        media["example"] = example
+    return {"required": True, "content": {"application/json": media}}
 
 
 def param(

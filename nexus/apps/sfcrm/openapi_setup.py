@@ -31,7 +31,6 @@ from nexus.apps.sfcrm.openapi_parts import (
     ref,
 )
 
-INTEGER = {"type": "integer"}
 NULLABLE_INTEGER = {"type": "integer", "nullable": True}
 
 
@@ -43,7 +42,8 @@ def _moment(name: str, at: datetime) -> dict[str, Any]:
 
 def replication() -> Area:
     """Get Updated / Get Deleted (a window of at most 30 days back) and recent items. The
-    window's examples are around the day the document is built, so they are in range."""
+    window's examples are around the day the document is built (once a process), so they
+    are in range."""
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     window = [VERSION, SOBJECT, _moment("start", today - timedelta(days=1))]
     window.append(_moment("end", today + timedelta(days=1)))

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from nexus.apps.sfcrm.context import dialect, json_object
 from nexus.apps.sfcrm.csv_export import csv_text
 from nexus.apps.sfcrm.errors import bad_request, not_found
+from nexus.apps.sfcrm.params import whole_number
 from nexus.contracts.describe import FieldDescribe, ObjectDescribe
 from nexus.contracts.ui import ListResult, NavItem, ObjectInfo
 
@@ -316,9 +317,10 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    value = whole_number(raw)
+    if value is None or not low <= value <= high:
         raise bad_request("INVALID_INPUT", f"{name} is a number from {low} to {high}")
-    return int(raw)
+    return value
 
 
 def _split_values(text: str) -> list[str]:

@@ -54,28 +54,40 @@ NOT_SETTABLE = ("formula", "auto_number")
 
 
 async def start(session: AsyncSession, org_id: str, job_id: str) -> None:
-    """A job is InProgress from its first chunk's claim (the processing time starts)."""
+    """A job is InProgress from its first chunk's claim (the processing time starts); a
+    Bulk API 1.0 batch's item (`<job_id>/<batch_id>`) starts its batch."""
+    if "/" in job_id:
+        from nexus.runtime.bulk import batches  # noqa: PLC0415 - it builds on this module
+
+        await batches.start(session, org_id, job_id)
+        return
     await BulkRepository(session).update_job(
         org_id, job_id, states=("UploadComplete",), state="InProgress", started_at_ms=db_now_ms()
     )
 
 
 async def fail(session: AsyncSession, org_id: str, job_id: str, error: str) -> None:
-    """A chunk kept failing: the job fails (the chunks not saved are its unprocessed rows)."""
+    """A chunk kept failing: the job fails (the chunks not saved are its unprocessed rows);
+    a Bulk API 1.0 batch's item fails its batch."""
+    if "/" in job_id:
+        from nexus.runtime.bulk import batches  # noqa: PLC0415 - it builds on this module
+
+        await batches.fail(session, org_id, job_id, error)
+        return
     await BulkRepository(session).finish(org_id, job_id, state="Failed", error=error)
 
 
-async def _run_as(session: AsyncSession, job: Any) -> TrustedCall | None:
-    run_as = await InboxRepository(session).active_user(job.org_id, job.user_id)
-    if run_as is None:
+async def run_as(session: AsyncSession, job: Any) -> TrustedCall | None:
+    user = await InboxRepository(session).active_user(job.org_id, job.user_id)
+    if user is None:
         return None
     return TrustedCall(
         org_id=job.org_id,
-        user_id=run_as.user_id,
+        user_id=user.user_id,
         session_id="",
         client_id=None,
         scopes=frozenset({"api"}),
-        security_epoch=run_as.security_epoch,
+        security_epoch=user.security_epoch,
         via="workload_binding",
         workload=WORKLOAD,
     )
@@ -91,11 +103,17 @@ async def run_chunk(
 ) -> bool:
     """Run the job's next chunk; True when work remains after it (the runner enqueues the
     next chunk in this transaction), False once the job ended (or is gone)."""
+    if "/" in job_id:
+        from nexus.runtime.bulk import batches  # noqa: PLC0415 - it builds on this module
+
+        return await batches.run_chunk(
+            session, metadata=metadata, access_cache=access_cache, org_id=org_id, item=job_id
+        )
     repo = BulkRepository(session)
     job = await repo.job(org_id, job_id)
     if job is None or job.state != "InProgress":
         return False  # aborted, deleted, or already ended
-    caller = await _run_as(session, job)
+    caller = await run_as(session, job)
     if caller is None:
         await repo.finish(
             org_id, job_id, state="Failed", error="InvalidUser : the user is inactive"
@@ -117,7 +135,7 @@ async def run_chunk(
 # ---------------------------------------------------------------------------- ingest
 
 
-def _unknown_columns(job: Any, view: MetadataView, obj: ObjectDef, columns: list[str]) -> str:
+def problem_columns(job: Any, view: MetadataView, obj: ObjectDef, columns: list[str]) -> str:
     """Why the header cannot be saved, or ''."""
     if job.operation in ("delete", "hardDelete"):
         only_id = [c.lower() for c in columns] == ["id"]
@@ -243,7 +261,7 @@ async def _ingest_chunk(
     if obj is None:  # pragma: no cover - run_chunk checked it
         return False
     columns = [str(c) for c in orjson.loads(job.columns or "[]")]
-    problem = _unknown_columns(job, view, obj, columns)
+    problem = problem_columns(job, view, obj, columns)
     if problem:
         await repo.finish(org_id, job_id, state="Failed", error=problem[:1000])
         return False
@@ -259,6 +277,33 @@ async def _ingest_chunk(
         await repo.finish(org_id, job_id, state="JobComplete", error=None)
         return False
     rows: list[list[str]] = orjson.loads(chunk.data)
+    outcomes = await save_rows(
+        session, job, obj, columns, rows, view=view, access=access, caller=caller
+    )
+    failed = sum(1 for o in outcomes if o[2] is not None)
+    await repo.save_outcomes(
+        org_id, job_id, seq, outcomes=orjson.dumps(outcomes).decode(), failed=failed
+    )
+    await repo.advance(org_id, job_id, next_chunk=seq + 1, processed=len(rows), failed=failed)
+    if seq + 1 >= int(job.chunks):
+        await repo.finish(org_id, job_id, state="JobComplete", error=None)
+        return False
+    return True
+
+
+async def save_rows(
+    session: AsyncSession,
+    job: Any,
+    obj: ObjectDef,
+    columns: list[str],
+    rows: list[list[str]],
+    *,
+    view: MetadataView,
+    access: Any,
+    caller: TrustedCall,
+) -> list[list[Any]]:
+    """Save uploaded rows as the job's operation asks (partial success): each row's
+    outcome, `[id, created, error]`."""
     fields = [_column(view, obj, c) for c in columns]
     asked = [_item(job, obj, fields, row) for row in rows]
     outcomes: list[list[Any]] = [[]] * len(asked)
@@ -278,16 +323,9 @@ async def _ingest_chunk(
         for (i, _), result in zip(batch, answer.results, strict=True):
             outcomes[i] = _outcome(result)
     if job.operation == "hardDelete":
-        await _purge(session, view, obj, org_id, [o[0] for o in outcomes if o[2] is None and o[0]])
-    failed = sum(1 for o in outcomes if o[2] is not None)
-    await repo.save_outcomes(
-        org_id, job_id, seq, outcomes=orjson.dumps(outcomes).decode(), failed=failed
-    )
-    await repo.advance(org_id, job_id, next_chunk=seq + 1, processed=len(rows), failed=failed)
-    if seq + 1 >= int(job.chunks):
-        await repo.finish(org_id, job_id, state="JobComplete", error=None)
-        return False
-    return True
+        ids = [o[0] for o in outcomes if o[2] is None and o[0]]
+        await _purge(session, view, obj, job.org_id, ids)
+    return outcomes
 
 
 async def _purge(

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.contracts.identity import TrustedCall
 from nexus.platform.db.engine import unit_of_work
 from nexus.platform.doorbell import ring_here
-from nexus.runtime.bulk import service
+from nexus.runtime.bulk import batches, service
 from nexus.runtime.bulk.queue import BELL
 from nexus.runtime.dependencies import RecordsCaller, runtime_state, use_case
 
@@ -248,3 +248,134 @@ def _base36(n: int) -> str:
         out = digits[r] + out
         if n == 0:
             return out
+
+
+# ---------------------------------------------------------------------------- Bulk API 1.0
+
+
+class V1CreateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operation: str = Field(min_length=1, max_length=16)
+    object: str = Field(min_length=1, max_length=80)
+    external_id_field: str | None = Field(default=None, max_length=80)
+    content_type: str = Field(default="CSV", max_length=8)
+    api_version: str = Field(default="59.0", max_length=8)
+
+
+class V1JobRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=18)
+
+
+class V1StateRequest(V1JobRequest):
+    state: str = Field(min_length=1, max_length=16)
+
+
+class V1BatchRequest(V1JobRequest):
+    batch: str = Field(min_length=1, max_length=18)
+
+
+class V1ResultRequest(V1BatchRequest):
+    result: str = Field(min_length=1, max_length=18)
+
+
+class V1AddBatchRequest(V1JobRequest):
+    """A batch's records as text values (`#N/A`: null, empty: not set), or its query."""
+
+    content_type: str = Field(default="CSV", max_length=8)
+    columns: list[str] | None = Field(default=None, max_length=5_000)
+    rows: list[list[str]] | None = Field(default=None, max_length=batches.MAX_BATCH_RECORDS)
+    query: str | None = Field(default=None, max_length=100_000)
+
+
+@router.post("/v1/jobs/create")
+async def v1_create(
+    request: Request, body: V1CreateRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=False) as (session, view, access):
+        return await batches.create_job(
+            session,
+            view=view,
+            access=access,
+            caller=caller,
+            operation=body.operation,
+            object_name=body.object,
+            external_id_field=body.external_id_field,
+            content_type=body.content_type,
+            api_version=body.api_version,
+        )
+
+
+@router.post("/v1/jobs/info")
+async def v1_info(request: Request, body: V1JobRequest, caller: RecordsCaller) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return await batches.info(session, caller, body.id)
+
+
+@router.post("/v1/jobs/state")
+async def v1_state(request: Request, body: V1StateRequest, caller: RecordsCaller) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=False) as (session, _view, _access):
+        return await batches.set_state(session, caller=caller, job_id=body.id, state=body.state)
+
+
+@router.post("/v1/batches/add")
+async def v1_add_batch(
+    request: Request, body: V1AddBatchRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=False) as (session, view, access):
+        batch = await batches.add_batch(
+            session,
+            view=view,
+            access=access,
+            caller=caller,
+            job_id=body.id,
+            content_type=body.content_type,
+            columns=body.columns,
+            rows=body.rows,
+            soql=body.query,
+        )
+    if batch["state"] == "Queued":
+        ring_here(BELL)  # a batch runs as soon as it is queued
+    return batch
+
+
+@router.post("/v1/batches/list")
+async def v1_list_batches(
+    request: Request, body: V1JobRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return {"batches": await batches.list_batches(session, caller, body.id)}
+
+
+@router.post("/v1/batches/info")
+async def v1_batch_info(
+    request: Request, body: V1BatchRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return await batches.batch_info(session, caller, body.id, body.batch)
+
+
+@router.post("/v1/batches/results")
+async def v1_batch_results(
+    request: Request, body: V1BatchRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return await batches.batch_results(session, caller, body.id, body.batch)
+
+
+@router.post("/v1/batches/request")
+async def v1_batch_request(
+    request: Request, body: V1BatchRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return await batches.batch_request(session, caller, body.id, body.batch)
+
+
+@router.post("/v1/batches/result")
+async def v1_query_result(
+    request: Request, body: V1ResultRequest, caller: RecordsCaller
+) -> dict[str, Any]:
+    async with use_case(request, caller, readonly=True) as (session, _view, _access):
+        return await batches.query_result(session, caller, body.id, body.batch, body.result)

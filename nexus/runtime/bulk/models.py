@@ -18,7 +18,7 @@ bulk_job = Table(
     metadata,
     Column("org_id", String(18), primary_key=True),
     Column("job_id", String(18), primary_key=True),
-    Column("kind", String(8), nullable=False),  # ingest | query
+    Column("kind", String(8), nullable=False),  # ingest | query | v1ingest | v1query
     Column("user_id", String(18), nullable=False),
     Column("object_name", String(80), nullable=False),
     Column("operation", String(16), nullable=False),
@@ -40,6 +40,7 @@ bulk_job = Table(
     Column("processing_ms", BigInteger, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
+    Column("content_type", String(8), nullable=True),  # Bulk API 1.0: JSON | CSV | XML
 )
 Index("ix_runtime_bulk_job_list", bulk_job.c.org_id, bulk_job.c.kind, bulk_job.c.created_at_ms)
 
@@ -56,4 +57,37 @@ bulk_chunk = Table(
     Column("outcomes", LONG_TEXT, nullable=True),  # null until the chunk is saved
     Column("failed", Integer, nullable=False),
     Column("done", Boolean, nullable=False),
+)
+
+#: A batch of a Bulk API 1.0 job (`v1ingest`, `v1query`): its rows are the job's chunks from
+#: `number * v1.BATCH_STRIDE` (at most `v1.MAX_BATCHES` batches a job, as Salesforce), a
+#: query batch's result pages too. Each batch runs as soon as it is queued, as work items of
+#: its own lane (`<job_id>/<batch_id>`). For a v1 job, `bulk_job.chunks` counts its batches.
+bulk_batch = Table(
+    "runtime_bulk_batch",
+    metadata,
+    Column("org_id", String(18), primary_key=True),
+    Column("job_id", String(18), primary_key=True),
+    Column("batch_id", String(18), primary_key=True),
+    Column("number", Integer, nullable=False),
+    # Queued | InProgress | Completed | Failed | NotProcessed
+    Column("state", String(16), nullable=False),
+    Column("state_message", String(1000), nullable=True),  # never a record value
+    Column("columns", Text, nullable=True),  # JSON list: the batch's header (ingest)
+    Column("soql", Text, nullable=True),  # query batches
+    Column("chunks", Integer, nullable=False),  # chunks stored (ingest) or pages written
+    Column("next_chunk", Integer, nullable=False),
+    Column("records_processed", Integer, nullable=False),
+    Column("records_failed", Integer, nullable=False),
+    Column("started_at_ms", BigInteger, nullable=True),
+    Column("processing_ms", BigInteger, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+)
+Index(
+    "ix_runtime_bulk_batch_number",
+    bulk_batch.c.org_id,
+    bulk_batch.c.job_id,
+    bulk_batch.c.number,
+    unique=True,
 )

@@ -51,6 +51,46 @@ class BulkRepository:
         stmt = stmt.order_by(j.c.created_at_ms, j.c.job_id).limit(limit)
         return list((await self.session.execute(stmt)).all())
 
+    async def console_jobs(
+        self,
+        org_id: str,
+        *,
+        kinds: Sequence[str],
+        job_id: str | None = None,
+        state: str | None = None,
+        object_name: str | None = None,
+        operation: str | None = None,
+        user_id: str | None = None,
+        before: tuple[int, str] | None = None,
+        limit: int = 1,
+    ) -> list[Row[Any]]:
+        """The admin console's jobs of `kinds`, newest first (strictly before `before`,
+        a `(created_at_ms, job_id)` cursor), each with `records_total`: the rows uploaded
+        (ingest; 0 before any upload) summed from the chunks' counts, never their data."""
+        j, c = m.bulk_job, m.bulk_chunk
+        uploaded = (
+            select(func.coalesce(func.sum(c.c.records), 0))
+            .where(c.c.org_id == j.c.org_id, c.c.job_id == j.c.job_id)
+            .scalar_subquery()
+        )
+        stmt = select(j, uploaded.label("records_total")).where(
+            j.c.org_id == org_id, j.c.kind.in_(kinds)
+        )
+        for column, wanted in (
+            (j.c.job_id, job_id),
+            (j.c.state, state),
+            (j.c.operation, operation),
+            (j.c.user_id, user_id),
+        ):
+            if wanted is not None:
+                stmt = stmt.where(column == wanted)
+        if object_name is not None:
+            stmt = stmt.where(func.lower(j.c.object_name) == object_name.lower())
+        if before is not None:
+            stmt = stmt.where(tuple_(j.c.created_at_ms, j.c.job_id) < tuple_(*before))
+        stmt = stmt.order_by(j.c.created_at_ms.desc(), j.c.job_id.desc()).limit(limit)
+        return list((await self.session.execute(stmt)).all())
+
     async def update_job(
         self, org_id: str, job_id: str, *, states: Sequence[str] | None = None, **values: Any
     ) -> bool:

@@ -79,7 +79,9 @@ async def is_admin(session: AsyncSession, caller: TrustedCall) -> bool:
     return bool(user is not None and user["is_admin"])
 
 
-def _rights(view: MetadataView, access: CallerAccess, object_name: str, operation: str) -> Any:
+def object_rights(
+    view: MetadataView, access: CallerAccess, object_name: str, operation: str
+) -> Any:
     obj = view.object(object_name)
     if obj is None or not access.object(view, obj).read:
         raise InvalidJob(f"sObject type '{object_name}' is not supported")
@@ -139,7 +141,7 @@ async def create_job(  # noqa: PLR0912 - one check per option of the job, in the
             raise InvalidJob(f"operation {spec.operation!r} is not an ingest operation")
         if not spec.object:
             raise InvalidJob("an ingest job needs an object")
-        obj = _rights(view, access, spec.object, spec.operation)
+        obj = object_rights(view, access, spec.object, spec.operation)
         if spec.operation == "hardDelete" and not await is_admin(session, caller):
             raise Forbidden(
                 "hardDelete needs the Bulk API Hard Delete permission (a System Administrator)",

@@ -313,6 +313,11 @@ async def test_a_query_job_pages_its_results(stack: UiStack) -> None:
         locator = page.headers["Sforce-Locator"]
         if locator == "null":
             break
+    for bad in ("0", "\u00b2", "9" * 5000):  # `²` passes str.isdigit; int() refuses both others
+        refused = await call(
+            stack, "rep1", "GET", f"query/{job['id']}/results", params={"maxRecords": bad}
+        )
+        assert refused.status_code == 400, (bad[:5], refused.text)
     assert pages == 3
     assert sorted(r["LastName"] for r in seen) == [f"Query {tag} {n:03d}" for n in range(1, 251)]
     assert list(seen[0]) == ["Id", "FirstName", "LastName"]
