@@ -15,6 +15,8 @@ class ObjectSummary(BaseModel):
     updateable: bool
     deletable: bool
     queryable: bool = True
+    #: `sobjects/{T}/updated` and `/deleted` answer for it (record objects, not system ones).
+    replicateable: bool = True
 
 
 class PicklistEntry(BaseModel):

@@ -272,7 +272,7 @@ def test_sfcrm_installs_beside_the_fixture_and_sample_data_loads(stack: Stack) -
     assert "sfcrm 1.0.0: ACTIVE" in old.stdout
     installed = stack.apply(SFCRM)  # the upgrade adds `Type` (additive: AccountType stays)
     assert installed.returncode == 0, installed.stderr
-    assert "sfcrm 1.1.0: ACTIVE" in installed.stdout
+    assert "sfcrm 1.2.0: ACTIVE" in installed.stdout
     assert {"type", "accounttype", "external_id__c"} <= stack.columns("rt_account")
     assert {"rt_account", "rt_opportunity", "rt_task"} <= set(
         inspect(stack.runtime_db).get_table_names()

@@ -125,7 +125,7 @@ def running_stack(
             last = lines[-1] if lines else ""
             assert "is ready at" in last, f"nexus up did not become ready: {lines!r}"
             # the built-in sfcrm App is installed before the stack says it is ready
-            installed = any(line.startswith("sfcrm 1.1.0: ACTIVE;") for line in lines)
+            installed = any(line.startswith("sfcrm 1.2.0: ACTIVE;") for line in lines)
             assert installed, f"stderr: {errors.read_text()[-1500:]!r}; stdout: {lines!r}"
             password = extra_env.get("NEXUS_BOOTSTRAP_ADMIN_PASSWORD") or next(
                 line.split("password: ", 1)[1].strip() for line in lines if "password: " in line

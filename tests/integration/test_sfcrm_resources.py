@@ -429,6 +429,38 @@ async def test_system_objects_have_object_info_and_take_no_tree(env: Resources) 
     assert "User" in refused.value.content[0]["message"]
 
 
+async def test_contact_names_are_composed_as_on_salesforce(env: Resources) -> None:
+    rep1 = env.sf("rep1")
+    created = await run(rep1.Contact.create, {"FirstName": "Ada", "LastName": "Byron"})
+    assert created["success"] is True
+    assert (await run(rep1.Contact.get, created["id"]))["Name"] == "Ada Byron"
+    await run(rep1.Contact.update, created["id"], {"LastName": "Lovelace"})
+    assert (await run(rep1.Contact.get, created["id"]))["Name"] == "Ada Lovelace"
+    with pytest.raises(SalesforceMalformedRequest) as refused:
+        await run(rep1.Contact.create, {"FirstName": "Ada"})
+    assert refused.value.content == [
+        {
+            "message": "required field missing: LastName",
+            "errorCode": "REQUIRED_FIELD_MISSING",
+            "fields": ["LastName"],
+        }
+    ]
+    exported = {  # Contacts as `sf data export tree` writes them: no Name
+        "records": [
+            {
+                "attributes": {"type": "Contact", "referenceId": f"ContactRef{n}"},
+                "FirstName": first,
+                "LastName": "Herschel",
+            }
+            for n, first in enumerate(("Caroline", "William"))
+        ]
+    }
+    tree_answer = await run(rep1.restful, "composite/tree/Contact", method="POST", json=exported)
+    assert tree_answer["hasErrors"] is False
+    found = await run(rep1.query, "SELECT Name FROM Contact WHERE LastName = 'Herschel'")
+    assert sorted(r["Name"] for r in found["records"]) == ["Caroline Herschel", "William Herschel"]
+
+
 JSFORCE = Path(__file__).parents[1] / "e2e" / "jsforce"
 
 

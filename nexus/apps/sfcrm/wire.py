@@ -81,7 +81,7 @@ def object_summary(version: str, summary: ObjectSummary) -> dict[str, Any]:
         "searchable": True,
         "layoutable": True,
         "mergeable": False,
-        "replicateable": False,
+        "replicateable": summary.replicateable,
         "triggerable": True,
         "activateable": False,
         "feedEnabled": False,

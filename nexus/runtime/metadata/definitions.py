@@ -102,6 +102,8 @@ RESERVED = frozenset(
 RESERVED_PREFIXES = frozenset({"00D", "005", "0Ak", "00E"})
 
 UNIQUE_CAPABLE = ("text", "email", "number", "auto_number", "phone", "url")
+#: At most this many fields compose one name (a person's: salutation, first, middle, last, suffix).
+MAX_PARTS = 5
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 Name = Annotated[str, Field(min_length=1)]
 
@@ -139,10 +141,24 @@ class FieldDef(BaseModel):
     description: str | None = None
     formula: Annotated[str, Field(max_length=3900)] | None = None  # for type formula
     return_type: Literal["number", "text", "boolean", "date", "datetime"] | None = None
+    #: A composed text name (Salesforce's Contact/Lead `Name`): the non-empty values of these
+    #: text fields of the object joined by one space, set on save unless the save sets it.
+    composed_of: Annotated[tuple[Name, ...], Field(min_length=1, max_length=MAX_PARTS)] | None = (
+        None
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> FieldDef:
-        checks = (_lengths, _numbers, _picklists, _references, _auto_numbers, _uniques, _formulas)
+        checks = (
+            _lengths,
+            _numbers,
+            _picklists,
+            _references,
+            _auto_numbers,
+            _uniques,
+            _formulas,
+            _compositions,
+        )
         for check in checks:
             check(self)
         return self
@@ -220,6 +236,15 @@ def _formulas(f: FieldDef) -> None:
 def _uniques(f: FieldDef) -> None:
     if (f.unique or f.external_id) and f.type not in UNIQUE_CAPABLE:
         raise ValueError(f"{f.type} cannot be unique or an external id")
+
+
+def _compositions(f: FieldDef) -> None:
+    if f.composed_of is None:
+        return
+    if f.type != "text":
+        raise ValueError(f"{f.type} cannot be composed_of other fields (text only)")
+    if f.default_value is not None:
+        raise ValueError("a composed field is set from its parts: no default_value")
 
 
 class ObjectDef(BaseModel):
@@ -774,7 +799,9 @@ def _check_action(
             return
         set_fields = {name.lower() for name in action.fields}
         for needed in target.all_fields():
-            required = needed.required or (needed.api_name == "Name" and needed.type == "text")
+            required = needed.required or (
+                needed.api_name == "Name" and needed.type == "text" and not needed.composed_of
+            )
             if required and needed.api_name.lower() not in set_fields:
                 problem(f"{path}.fields", f"{target.api_name}.{needed.api_name} is required")
     else:
@@ -872,6 +899,39 @@ def _check_object(obj: ObjectDef, path: str, resulting: dict[str, ObjectDef], pr
         if field.api_name.lower() in names:
             problem(f"{fpath}.api_name", f"duplicate field {field.api_name!r}")
         names.add(field.api_name.lower())
+        if j > 0 and field.composed_of is not None:
+            problem(f"{fpath}.composed_of", "only the name field can be composed")
+    _check_composition(obj, f"{path}.name_field.composed_of", problem)
+
+
+def _check_composition(obj: ObjectDef, path: str, problem: Any) -> None:
+    """A composed name's parts are distinct text fields of the object, other than the name
+    itself (so no part is composed: no cycle), and their values joined fit the name."""
+    name = obj.name_field
+    if name.composed_of is None:
+        return
+    fields = {f.api_name.lower(): f for f in obj.fields}
+    seen: set[str] = set()
+    total = -1  # the parts' lengths and one space between two parts
+    for k, part in enumerate(name.composed_of):
+        found = fields.get(part.lower())
+        if part.lower() in seen:
+            problem(f"{path}[{k}]", f"{part!r} is listed twice")
+        elif part.lower() == name.api_name.lower():
+            problem(f"{path}[{k}]", "the name cannot be composed of itself")
+        elif found is None:
+            problem(f"{path}[{k}]", f"no field {part!r} on {obj.api_name} to compose the name of")
+        elif found.type != "text":
+            problem(f"{path}[{k}]", f"{part!r} is {found.type}: a name is composed of text fields")
+        else:
+            total += 1 + (found.length or 0)
+        seen.add(part.lower())
+    if total > (name.length or 0):
+        problem(
+            path,
+            f"the parts joined are up to {total} characters: the name's length "
+            f"({name.length}) must be at least that",
+        )
 
 
 def _check_references(

@@ -44,6 +44,7 @@ from nexus.runtime.metadata.view import MetadataView
 from nexus.runtime.outbox.after_save import Saved, enqueue_after_save, has_after_save
 from nexus.runtime.query.engine import load_parent_paths
 from nexus.runtime.records.coercion import InvalidValue, coerce
+from nexus.runtime.records.compose import with_composed_names
 from nexus.runtime.records.read import own_formula_values
 from nexus.runtime.records.store import RecordStore
 from nexus.runtime.schema.spec import column_name
@@ -299,7 +300,40 @@ async def _resolve_upserts(ctx: _Context, work: list[_Work]) -> None:
             w.record_id = match
 
 
-def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
+@dataclass
+class _Fields:
+    """What `_values` needs about one object's fields, worked out once per object group of a
+    batch instead of once per item and field: the field a name resolves to, its column and
+    the caller's access to it, and (creates) the defaults of the fields an item leaves out."""
+
+    ctx: _Context
+    obj: ObjectDef
+    resolved: dict[str, tuple[FieldDef, str, bool, bool] | None] = field(default_factory=dict)
+
+    def get(self, name: str) -> tuple[FieldDef, str, bool, bool] | None:
+        """(definition, column, readable, editable), or None for no such field."""
+        if name in self.resolved:
+            return self.resolved[name]
+        definition = self.ctx.view.field(self.obj, name)
+        found = None
+        if definition is not None:
+            readable, editable = self.ctx.access.field(self.ctx.view, self.obj, definition)
+            found = (definition, column_name(definition.api_name), readable, editable)
+        self.resolved[name] = found
+        return found
+
+    @cached_property
+    def defaults(self) -> list[tuple[str, Any]]:
+        """(column, default value) of every field with one (values are immutable: shared)."""
+        chosen = []
+        for definition in self.obj.all_fields():
+            default = _default(definition)
+            if default is not None:
+                chosen.append((column_name(definition.api_name), default))
+        return chosen
+
+
+def _values(w: _Work, fields: _Fields, *, creating: bool) -> None:
     """Coerce and authorize the item's field values into column values."""
     obj = w.definition
     for name, raw in w.item.fields.items():
@@ -307,11 +341,11 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
         if system is not None:
             w.fail(_read_only(system, f"{system} is set by the system and cannot be written"))
             continue
-        definition = ctx.view.field(obj, name)
-        if definition is None:
+        found = fields.get(name)
+        if found is None:
             w.fail(_err(ErrorCategory.INVALID_FIELD, f"no field {name!r} on {obj.api_name}", name))
             continue
-        readable, editable = ctx.access.field(ctx.view, obj, definition)
+        definition, column, readable, editable = found
         if not editable:
             message = f"{definition.api_name} is not writable for you"
             if readable:  # a field the caller cannot read is not confirmed as read-only
@@ -320,14 +354,12 @@ def _values(ctx: _Context, w: _Work, *, creating: bool) -> None:
                 w.fail(_err(ErrorCategory.INVALID_FIELD, message, definition.api_name))
             continue
         try:
-            w.values[column_name(definition.api_name)] = coerce(definition, raw)
+            w.values[column] = coerce(definition, raw)
         except InvalidValue as exc:
             w.fail(exc.error)
-    for definition in obj.all_fields():
-        column = column_name(definition.api_name)
-        if creating and column not in w.values:
-            default = _default(definition)
-            if default is not None:
+    if creating:
+        for column, default in fields.defaults:
+            if column not in w.values:
                 w.values[column] = default
 
 
@@ -345,8 +377,9 @@ async def _apply_logic(ctx: _Context, obj: ObjectDef, batch: list[tuple[_Work, A
         _run_flows(ctx, w, old, formula_ctx)
     live = [(w, old, c) for w, old, c in contexts if not w.failed]
     await _load_parents(ctx, obj, [c for _, _, c in live], [r.formula for r in rules])
+    required = with_composed_names(obj, live, _required(obj))
     for w, old, formula_ctx in live:
-        _check_required(w, old, formula_ctx)
+        _check_required(w, old, formula_ctx, required)
         for rule in rules:
             if rule.formula.evaluate(formula_ctx):
                 fields = [rule.definition.error_field] if rule.definition.error_field else []
@@ -402,14 +435,21 @@ def _run_flows(ctx: _Context, w: _Work, old: Any | None, formula_ctx: Context) -
             values[column] = stored
 
 
-def _check_required(w: _Work, old: Any | None, formula_ctx: Context) -> None:
-    for definition in w.definition.all_fields():
-        column = column_name(definition.api_name)
+def _required(obj: ObjectDef) -> list[tuple[FieldDef, str]]:
+    """The fields a record of `obj` must have a value in, with their columns."""
+    return [
+        (definition, column_name(definition.api_name))
+        for definition in obj.all_fields()
+        if definition.required or (definition.api_name == "Name" and definition.type == "text")
+    ]
+
+
+def _check_required(
+    w: _Work, old: Any | None, formula_ctx: Context, required: list[tuple[FieldDef, str]]
+) -> None:
+    for definition, column in required:
         missing = formula_ctx.values.get(column) is None and (old is None or column in w.values)
-        needed = definition.required or (
-            definition.api_name == "Name" and definition.type == "text"
-        )
-        if needed and missing:
+        if missing:
             w.fail(
                 _err(
                     ErrorCategory.REQUIRED_FIELD_MISSING,
@@ -514,8 +554,9 @@ async def _create(ctx: _Context, work: list[_Work]) -> None:
             for w in members:
                 w.fail(_err(ErrorCategory.INSUFFICIENT_ACCESS, f"you cannot create {obj.api_name}"))
             continue
+        fields = _Fields(ctx, obj)
         for w in members:
-            _values(ctx, w, creating=True)
+            _values(w, fields, creating=True)
         await _apply_logic(ctx, obj, [(w, None) for w in members if not w.failed])
         await _check_references(ctx, obj, [w for w in members if not w.failed])
         await _check_unique(ctx, obj, [w for w in members if not w.failed])
@@ -604,10 +645,11 @@ async def _update(ctx: _Context, work: list[_Work]) -> None:
         rows = await _load_for_change(ctx, obj, members, "edit")
         may_edit = ctx.access.object(ctx.view, obj).edit
         gated = []
+        fields = _Fields(ctx, obj)
         for w in members:
             row = rows.get(w.record_id or "")
             if _gate(ctx, obj, w, row, allowed=may_edit, deleted_ok=False):
-                _values(ctx, w, creating=False)
+                _values(w, fields, creating=False)
                 if not w.failed:
                     gated.append((w, row))
         await _apply_logic(ctx, obj, gated)

@@ -59,6 +59,7 @@ def _summary(obj: SystemObject) -> ObjectSummary:
         updateable=False,
         deletable=False,
         queryable=True,
+        replicateable=False,
     )
 
 

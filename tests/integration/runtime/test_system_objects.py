@@ -278,6 +278,8 @@ async def test_describe_global_and_describe(world: World) -> None:
         shape = shapes[name]
         assert (shape["queryable"], shape["retrieveable"]) == (True, True), name
         assert [shape[k] for k in ("createable", "updateable", "deletable")] == [False] * 3, name
+        assert shape["replicateable"] is False, name  # no updated/deleted for them
+    assert shapes["Account"]["replicateable"] is True  # sobjects/Account/updated answers
     assert shapes["User"]["keyPrefix"] == "005"
     described = await call(world, "viewer", "GET", "/sobjects/User/describe")
     assert described.status_code == 200, described.text
