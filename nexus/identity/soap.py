@@ -15,9 +15,8 @@ Request bodies are bounded and parsed by expat with every DTD and entity declara
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from xml.parsers import expat
 from xml.sax.saxutils import escape
 
 from fastapi import APIRouter, Request, Response
@@ -28,6 +27,7 @@ from nexus.identity.endpoints import identity_state
 from nexus.identity.errors import AuthenticationFailed, InvalidToken
 from nexus.identity.repository import IdentityRepository
 from nexus.identity.scopes import WHO_AM_I
+from nexus.platform.bounded_xml import UnsafeXml, XmlElement, parse_bounded
 from nexus.platform.db.engine import unit_of_work
 from nexus.platform.observability import get_logger
 
@@ -67,63 +67,16 @@ class SoapFault(Exception):
 # ---------------------------------------------------------------------------- parsing
 
 
-@dataclass
-class Element:
-    namespace: str
-    name: str
-    children: list[Element] = field(default_factory=list)
-    chunks: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chunks)
-
-    def child(self, namespace: str, name: str) -> Element | None:
-        return next((c for c in self.children if c.namespace == namespace and c.name == name), None)
-
-
-def _refuse(*_: Any) -> None:
-    raise SoapFault(None, "DTDs and entity declarations are not accepted")
+Element = XmlElement
 
 
 def parse_envelope(body: bytes) -> Element:
     """The document's root element; SoapFault(None, ...) when it is not well-formed XML, holds
     a DTD or entity declaration, or passes the element or depth bound."""
-    parser = expat.ParserCreate(namespace_separator=" ")
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.StartDoctypeDeclHandler = _refuse
-    parser.EntityDeclHandler = _refuse
-    parser.UnparsedEntityDeclHandler = _refuse
-    parser.ExternalEntityRefHandler = _refuse  # type: ignore[assignment]  # raises instead
-    stack: list[Element] = []
-    roots: list[Element] = []
-    count = 0
-
-    def start(name: str, _attrs: dict[str, str]) -> None:
-        nonlocal count
-        count += 1
-        if count > MAX_ELEMENTS or len(stack) >= MAX_DEPTH:
-            raise SoapFault(None, "the request has too many elements")
-        namespace, _, local = name.rpartition(" ")
-        element = Element(namespace, local)
-        (stack[-1].children if stack else roots).append(element)
-        stack.append(element)
-
-    def end(_name: str) -> None:
-        stack.pop()
-
-    def chars(data: str) -> None:
-        if stack:
-            stack[-1].chunks.append(data)
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = chars
     try:
-        parser.Parse(body, True)
-    except expat.ExpatError as exc:
-        raise SoapFault(None, f"the request is not well-formed XML ({exc.code})") from None
-    return roots[0]
+        return parse_bounded(body, max_elements=MAX_ELEMENTS, max_depth=MAX_DEPTH)
+    except UnsafeXml as exc:
+        raise SoapFault(None, str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ import re
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
-from xml.parsers import expat
 from xml.sax.saxutils import escape
 
 import orjson
@@ -36,6 +35,7 @@ from nexus.apps.sfcrm.context import check_version, dialect
 from nexus.apps.sfcrm.errors import CATEGORY_CODES, SfError
 from nexus.apps.sfcrm.runtime_client import Caller
 from nexus.contracts.records import ErrorCategory
+from nexus.platform.bounded_xml import UnsafeXml, XmlElement, parse_bounded
 
 NS = "http://www.force.com/2009/06/asyncapi/dataload"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -186,66 +186,20 @@ def _elements(fields: list[tuple[str, Any]]) -> str:
 # ---------------------------------------------------------------------------- XML reading
 
 
-class XmlNode:
-    __slots__ = ("attrs", "children", "name", "parts")
-
-    def __init__(self, name: str, attrs: dict[str, str]) -> None:
-        self.name, self.attrs = name, attrs
-        self.children: list[XmlNode] = []
-        self.parts: list[str] = []
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    @property
-    def nil(self) -> bool:
-        return self.attrs.get(f"{XSI} nil", "").lower() == "true"
+XmlNode = XmlElement
 
 
-def _refuse(*_: Any) -> None:
-    raise BulkError("InvalidXML", "DTDs and entity declarations are not accepted")
+def is_nil(node: XmlNode) -> bool:
+    return node.attrs.get(f"{XSI} nil", "").lower() == "true"
 
 
 def parse_xml(body: bytes) -> XmlNode:
     """The document's root element (names without their namespace, attributes with it);
     InvalidXML when it is not well-formed, holds a DTD or an entity, or passes the bounds."""
-    parser = expat.ParserCreate(namespace_separator=" ")
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.StartDoctypeDeclHandler = _refuse
-    parser.EntityDeclHandler = _refuse
-    parser.UnparsedEntityDeclHandler = _refuse
-    parser.ExternalEntityRefHandler = _refuse  # type: ignore[assignment]  # raises instead
-    stack: list[XmlNode] = []
-    roots: list[XmlNode] = []
-    count = 0
-
-    def start(name: str, attrs: dict[str, str]) -> None:
-        nonlocal count
-        count += 1
-        if count > MAX_XML_ELEMENTS or len(stack) >= MAX_XML_DEPTH:
-            raise BulkError("InvalidXML", "the document has too many elements")
-        node = XmlNode(name.rpartition(" ")[2], attrs)
-        (stack[-1].children if stack else roots).append(node)
-        stack.append(node)
-
-    def end(_name: str) -> None:
-        stack.pop()
-
-    def chars(data: str) -> None:
-        if stack:
-            stack[-1].parts.append(data)
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = chars
     try:
-        parser.Parse(body, True)
-    except expat.ExpatError as exc:
-        raise BulkError("InvalidXML", f"the XML is not well-formed ({exc.code})") from None
-    if not roots:
-        raise BulkError("InvalidXML", "the XML has no element")
-    return roots[0]
+        return parse_bounded(body, max_elements=MAX_XML_ELEMENTS, max_depth=MAX_XML_DEPTH)
+    except UnsafeXml as exc:
+        raise BulkError("InvalidXML", str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- jobs
@@ -453,9 +407,9 @@ def _xml_records(raw: bytes) -> tuple[list[str], list[list[str]]]:
         for f in node.children:
             if f.children:  # a parent by its external id
                 for g in f.children:
-                    record[f"{f.name}.{g.name}"] = NULL if g.nil else g.text
+                    record[f"{f.name}.{g.name}"] = NULL if is_nil(g) else g.text
             else:
-                record[f.name] = NULL if f.nil else f.text
+                record[f.name] = NULL if is_nil(f) else f.text
         records.append(record)
     return _table(records)
 

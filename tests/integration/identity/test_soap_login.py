@@ -402,7 +402,7 @@ EXTERNAL_ENTITY = (
     [
         (BILLION_LAUGHS, "DTDs and entity declarations are not accepted"),
         (EXTERNAL_ENTITY, "DTDs and entity declarations are not accepted"),
-        ("<se:Envelope", "the request is not well-formed XML"),
+        ("<se:Envelope", "the document is not well-formed XML"),
         ("<Envelope/>", "the request is not a SOAP 1.1 envelope"),
         (
             envelope('<query xmlns="urn:partner.soap.sforce.com"/>'),
@@ -412,7 +412,7 @@ EXTERNAL_ENTITY = (
             envelope('<login xmlns="urn:enterprise.soap.sforce.com"/>'),
             "No operation available for request {urn:enterprise.soap.sforce.com}login",
         ),
-        ("<a>" * 40 + "</a>" * 40, "the request has too many elements"),
+        ("<a>" * 40 + "</a>" * 40, "the document has too many elements"),
     ],
 )
 async def test_bad_envelopes_are_client_faults(identity: Identity, xml: str, expected: str) -> None:
