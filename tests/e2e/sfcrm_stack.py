@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ ADMIN_PASSWORD = "sfcrm-admin-password-1"
 PASSWORD = "sfcrm-user-password-1"
 VERSION = "59.0"
 
+JSFORCE_DIR = Path(__file__).parent / "jsforce"
 PACKAGE_OBJECTS = Path(sfcrm.__file__).parent / "package" / "components" / "objects.yaml"
 SKILLS = {
     "api_name": "Skills__c",
@@ -187,3 +190,30 @@ def sfcrm_stack(tmp_path: Path, backend: Backend, **extra_env: str) -> Iterator[
         stack.client_id = lines["client_id"].strip()
         stack.client_secret = lines["client_secret"].split()[0]
         yield stack
+
+
+def run_jsforce(stack: Stack, script: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Run `tests/e2e/jsforce/<script>` (jsforce as locked) against the stack with `config` on
+    stdin; its last line of output is its JSON answer. The stack's CA is the only one added."""
+    node = shutil.which("node")
+    assert node is not None, "Node.js is required"
+    if not (JSFORCE_DIR / "node_modules" / "jsforce").is_dir():
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"],
+            cwd=JSFORCE_DIR,
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    done = subprocess.run(
+        [node, str(JSFORCE_DIR / script)],
+        input=json.dumps(config),
+        env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +17,9 @@ import requests
 from simple_salesforce import Salesforce
 
 from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import PASSWORD, VERSION, Stack, sfcrm_stack
+from tests.e2e.sfcrm_stack import PASSWORD, VERSION, Stack, run_jsforce, sfcrm_stack
 
 pytestmark = pytest.mark.e2e
-JSFORCE_DIR = Path(__file__).parent / "jsforce"
 ROWS = 10_000
 WAIT = 0.2  # seconds simple-salesforce sleeps before it polls a job (its default is 5)
 
@@ -183,16 +178,6 @@ def test_simple_salesforce_bulk_v1(stack: Stack) -> None:
 
 
 def _jsforce(stack: Stack, script: str) -> dict[str, object]:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is required"
-    if not (JSFORCE_DIR / "node_modules" / "jsforce").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=JSFORCE_DIR,
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
     config = {
         "loginUrl": stack.https,
         "clientId": stack.client_id,
@@ -202,18 +187,7 @@ def _jsforce(stack: Stack, script: str) -> dict[str, object]:
         "version": VERSION,
         "tag": f"JS{uuid.uuid4().hex[:8]}",
     }
-    done = subprocess.run(
-        [node, str(JSFORCE_DIR / script)],
-        input=json.dumps(config),
-        env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return run_jsforce(stack, script, config)
 
 
 def test_jsforce_bulk2(stack: Stack) -> None:

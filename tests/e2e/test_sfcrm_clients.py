@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,10 +23,16 @@ from simple_salesforce.exceptions import (
 )
 
 from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import ADMIN_PASSWORD, PASSWORD, VERSION, Stack, sfcrm_stack
+from tests.e2e.sfcrm_stack import (
+    ADMIN_PASSWORD,
+    PASSWORD,
+    VERSION,
+    Stack,
+    run_jsforce,
+    sfcrm_stack,
+)
 
 pytestmark = pytest.mark.e2e
-JSFORCE_DIR = Path(__file__).parent / "jsforce"
 
 
 @pytest.fixture(scope="module")
@@ -423,17 +427,6 @@ def test_directory_search_limits_and_usage_header(stack: Stack) -> None:
 
 
 def test_jsforce(stack: Stack, tmp_path: Path) -> None:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is required"
-    modules = JSFORCE_DIR / "node_modules"
-    if not (modules / "jsforce").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=JSFORCE_DIR,
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
     config = {
         "loginUrl": stack.https,
         "clientId": stack.client_id,
@@ -442,17 +435,7 @@ def test_jsforce(stack: Stack, tmp_path: Path) -> None:
         "password": "sfcrm-user-password-1",
         "version": VERSION,
     }
-    done = subprocess.run(
-        [node, str(JSFORCE_DIR / "suite.mjs")],
-        input=json.dumps(config),
-        env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    results = run_jsforce(stack, "suite.mjs", config)
     assert results["ok"] is True, results
 
 

@@ -9,11 +9,7 @@ login to a direct URL, then `Salesforce(session_id=, instance=)` uses the sessio
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -23,8 +19,7 @@ from simple_salesforce import Salesforce, SalesforceLogin
 from simple_salesforce.exceptions import SalesforceAuthenticationFailed, SalesforceExpiredSession
 
 from tests.conftest import Backend
-from tests.e2e.sfcrm_stack import PASSWORD, VERSION, Stack, sfcrm_stack
-from tests.e2e.test_sfcrm_clients import JSFORCE_DIR
+from tests.e2e.sfcrm_stack import PASSWORD, VERSION, Stack, run_jsforce, sfcrm_stack
 
 pytestmark = pytest.mark.e2e
 STALENESS = 1.0  # the stack's NEXUS_MAX_SECURITY_STALENESS_SECONDS
@@ -134,16 +129,6 @@ def test_a_session_id_under_another_orgs_id_is_refused(stack: Stack) -> None:
 
 
 def test_jsforce_default_login_query_and_logout(stack: Stack) -> None:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is required"
-    if not (JSFORCE_DIR / "node_modules" / "jsforce").is_dir():
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=JSFORCE_DIR,
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
     config = {
         "loginUrl": stack.https,
         "clientId": stack.client_id,
@@ -153,15 +138,5 @@ def test_jsforce_default_login_query_and_logout(stack: Stack) -> None:
         "version": VERSION,
         "stalenessSeconds": STALENESS,
     }
-    done = subprocess.run(
-        [node, str(JSFORCE_DIR / "login.mjs")],
-        input=json.dumps(config),
-        env=dict(os.environ, NODE_EXTRA_CA_CERTS=str(stack.ca)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    results = run_jsforce(stack, "login.mjs", config)
     assert results["ok"] is True, results
