@@ -127,7 +127,30 @@ async def report_usage(dialect: Dialect) -> None:
         await dialect.usage.report(dialect.runtime)
 
 
-def create_app(settings: Settings) -> FastAPI:  # noqa: PLR0915 - one line per router
+#: The dialect's routers, in matching order: the ones before `sobjects` (and its neighbours)
+#: hold paths its `{name}/{id}` and `{name}/{field}/{value}` patterns would otherwise take
+#: (`{name}/updated` is no record id).
+ROUTERS = (
+    resources.router,
+    layouts.router,
+    list_views.router,
+    changes.router,
+    relationships.router,
+    sobjects.router,
+    query.router,
+    bulk2.router,
+    bulk1.router,  # `/services/async/...`: Bulk API 1.0's own errors
+    composite.router,
+    ui_api.router,
+    undelete.router,
+    suggestions.router,
+    tooling.router,
+    tree.router,
+    batch.router,
+)
+
+
+def create_app(settings: Settings) -> FastAPI:
     keys = workload_key_dir(settings.var_dir / "secrets")
     if settings.core.env == "development":  # as `nexus serve` does; production provisions it
         ensure_workload_keys(keys, [WORKLOAD])
@@ -198,23 +221,8 @@ def create_app(settings: Settings) -> FastAPI:  # noqa: PLR0915 - one line per r
     async def openapi() -> JSONResponse:
         return JSONResponse(openapi_document())
 
-    app.include_router(resources.router)
-    # before `sobjects` (and its neighbours), whose `{name}/{id}` patterns would take them
-    app.include_router(layouts.router)
-    app.include_router(list_views.router)
-    app.include_router(changes.router)  # before sobjects: `{name}/updated` is no record id
-    app.include_router(relationships.router)  # before sobjects' `{name}/{field}/{value}`
-    app.include_router(sobjects.router)
-    app.include_router(query.router)
-    app.include_router(bulk2.router)
-    app.include_router(bulk1.router)  # `/services/async/...`: Bulk API 1.0's own errors
-    app.include_router(composite.router)
-    app.include_router(ui_api.router)
-    app.include_router(undelete.router)
-    app.include_router(suggestions.router)
-    app.include_router(tooling.router)
-    app.include_router(tree.router)
-    app.include_router(batch.router)
+    for router in ROUTERS:
+        app.include_router(router)
 
     @app.api_route(f"{PREFIX}/{{rest:path}}", methods=ALL_METHODS, include_in_schema=False)
     async def unknown(rest: str) -> Response:
