@@ -21,7 +21,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from nexus.apps.sfcrm.context import dialect
+from nexus.apps.sfcrm.context import dialect, json_body
 from nexus.apps.sfcrm.errors import CATEGORY_CODES, SfError, bad_request
 from nexus.apps.sfcrm.params import whole_number
 from nexus.apps.sfcrm.runtime_client import Caller
@@ -98,13 +98,11 @@ def job_wire(job: dict[str, Any], *, full: bool) -> dict[str, Any]:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > JSON_BODY_LIMIT:
-        raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "the request is too large")
-    try:
-        body = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        raise SfError(400, "JSON_PARSER_ERROR", "The request body could not be parsed") from None
+    """The request's JSON object (the dialect's bounded reader); an empty body is `{}`, so a
+    missing field answers its own error."""
+    body = await json_body(request, JSON_BODY_LIMIT)
+    if body is None:
+        return {}
     if not isinstance(body, dict):
         raise SfError(400, "JSON_PARSER_ERROR", "The request body must be a JSON object")
     return body

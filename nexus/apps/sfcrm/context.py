@@ -150,12 +150,13 @@ def version_number(version: str) -> float:
     return float(version[1:])
 
 
-async def json_body(request: Request) -> Any:
-    """The request's JSON body; 400 JSON_PARSER_ERROR when it is not JSON."""
+async def json_body(request: Request, limit: int = JSON_BODY_LIMIT) -> Any:
+    """The request's JSON body (at most `limit` bytes, else 413); 400 JSON_PARSER_ERROR when it
+    is not JSON."""
     raw = b""
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > JSON_BODY_LIMIT:
+        if len(raw) > limit:
             raise SfError(413, "REQUEST_ENTITY_TOO_LARGE", "the request body is too large")
     try:
         return orjson.loads(raw) if raw.strip() else None
